@@ -1,0 +1,108 @@
+"""Backends are plugins found through the entry-point group `xbench.backends`.
+
+Each entry point names an object with this small interface:
+
+    name: str
+    available() -> (bool, reason)            # may the backend compile and run here?
+    knobs(kernel) -> dict[str, Knob]         # the schedule knobs it reads for a kernel
+    default_schedule(kernel) -> Schedule
+    compile(program, schedules, **options) -> Artifact
+
+An `Artifact` is what a compile returns: `.source` (the text users read), `.resources` (what the toolchain
+reports), `.kernels` (per-kernel source/resources/schedule) and `.run(*arrays) -> list[np.ndarray]`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import BackendError
+from ..ir.kernel import Kernel, Program
+from ..ir.schedule import Knob, Schedule
+
+GROUP = "xbench.backends"
+_loaded: dict[str, Any] = {}
+
+
+class Backend(Protocol):
+    name: str
+
+    def available(self) -> tuple[bool, str]: ...
+
+    def knobs(self, kernel: Kernel) -> dict[str, Knob]: ...
+
+    def default_schedule(self, kernel: Kernel) -> Schedule: ...
+
+    def compile(self, program: Program, schedules: dict[str, Schedule], **options) -> "Artifact": ...
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    kind: str
+    source: str
+    schedule: Schedule
+    resources: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Artifact:
+    backend: str
+    program: Program
+    source: str
+    kernels: list[KernelInfo]
+    resources: dict[str, Any] = field(default_factory=dict)
+    compile_ms: float = 0.0
+    cache_hit: bool = False
+    predicted: bool = False                  # timings of this backend come from a model, not this machine
+
+    def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        raise NotImplementedError(f"backend {self.backend!r} cannot run artifacts")
+
+    @property
+    def schedules(self) -> dict[str, Schedule]:
+        return {k.name: k.schedule for k in self.kernels}
+
+    def __repr__(self) -> str:
+        ks = ", ".join(k.name for k in self.kernels)
+        return f"<Artifact {self.program.name} on {self.backend}: {len(self.kernels)} kernel(s) [{ks}]>"
+
+    def _repr_markdown_(self) -> str:
+        lang = "cpp" if self.backend == "ascend" else "python"
+        return f"**{self.program.name}** on `{self.backend}`\n\n```{lang}\n{self.source}\n```"
+
+
+def names() -> list[str]:
+    """Every installed backend name."""
+    return sorted({ep.name for ep in entry_points(group=GROUP)} | set(_loaded))
+
+
+def get(name: str) -> Backend:
+    if name in _loaded:
+        return _loaded[name]
+    eps = {ep.name: ep for ep in entry_points(group=GROUP)}
+    if name not in eps:
+        raise BackendError(f"no backend named {name!r}", hint=f"installed backends: {', '.join(names()) or 'none'} "
+                           "(backends are registered under the entry-point group 'xbench.backends'; "
+                           "reinstall xbench with `make install` if one is missing)")
+    obj = eps[name].load()
+    _loaded[name] = obj
+    return obj
+
+
+def register(backend: Backend) -> None:
+    """Register a backend object directly (for plugins under development)."""
+    _loaded[backend.name] = backend
+
+
+class Timer:
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.ms = (time.perf_counter() - self.t0) * 1e3

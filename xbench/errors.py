@@ -1,0 +1,87 @@
+"""Errors for people: each names the user's own source line and says what to write instead."""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass
+from types import FrameType
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@dataclass(frozen=True)
+class Location:
+    filename: str
+    lineno: int
+    function: str = ""
+
+    @property
+    def line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+
+def user_location(skip: int = 0) -> Location | None:
+    """The innermost stack frame outside the xbench package: the user's line (or a library operator's)."""
+    frame: FrameType | None = sys._getframe(1 + skip)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename) if not frame.f_code.co_filename.startswith("<") \
+            else frame.f_code.co_filename
+        if not filename.startswith(_PKG_DIR) and "importlib" not in filename:
+            return Location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+class XbenchError(Exception):
+    """Base of every error xbench raises for a user mistake or a missing tool."""
+
+    def __init__(self, message: str, *, hint: str | None = None, loc: Location | None = None):
+        self.message = message
+        self.hint = hint
+        self.loc = loc
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        out = f"xbench: {self.message}"
+        if self.loc is not None:
+            out += f"\n  --> {self.loc}"
+            line = self.loc.line
+            if line:
+                out += f":  {line}"
+        if self.hint:
+            out += f"\n  hint: {self.hint}"
+        return out
+
+    def with_loc(self, loc: Location | None) -> "XbenchError":
+        if self.loc is None and loc is not None:
+            self.loc = loc
+            self.args = (self._format(),)
+        return self
+
+
+class ShapeError(XbenchError, ValueError):
+    """Shapes or dims do not agree."""
+
+
+class DTypeError(XbenchError, TypeError):
+    """An element type is wrong or unsupported."""
+
+
+class TraceError(XbenchError, TypeError):
+    """Something in an operator body cannot be traced (data-dependent control flow, unsupported construct)."""
+
+
+class ArgumentError(XbenchError, TypeError):
+    """An operator was called with the wrong arguments."""
+
+
+class BackendError(XbenchError, RuntimeError):
+    """A backend cannot compile or run (missing tool, unsupported schedule, device limit)."""
+
+
+class VerificationError(XbenchError, AssertionError):
+    """A backend's result differs from the reference beyond tolerance."""

@@ -1,0 +1,325 @@
+"""Lowering a graph to a program of kernels, with fusion.
+
+1. Plan: which values get a buffer. Graph inputs and outputs, and the results of root primitives (reductions,
+   contractions, scans, sorts, scatters) always do; an elementwise or movement value used more than once gets
+   one only when recomputing it would be costly (a transcendental), otherwise it is inlined into every use.
+2. Build: one kernel per buffered value; each inlines the index expressions of everything it reads that has no
+   buffer (elementwise chains, broadcasts, reshapes, transposes, slices, pads, windows, gathers).
+3. Fuse: a kernel whose buffer has a single consumer kernel is merged into it when the consumer reads that
+   buffer at its own outer point (a fused epilogue, or a per-row statistic such as softmax's max and sum), or at
+   its outer point plus its stage axes (a row kept in a row-local scratch buffer). Repeated to a fixed point,
+   softmax, log-softmax, layernorm and rmsnorm become one kernel per row; matmul + bias + GELU becomes one
+   contraction with an epilogue.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace as dc_replace
+
+import numpy as np
+
+from ..config import log
+from . import expr as E
+from .expr import Expr, Idx, Load, Local
+from .graph import Eqn, Graph, Var
+from .kernel import Assign, Axis, Buffer, Contract, Kernel, Program, Reduce, Scan, Store
+from .prims import REGISTRY
+from .scalar import BINARY, UNARY
+
+CHEAP = 4                  # inline a multiply-used value whose expression costs at most this
+ROW_BUFFER_LIMIT = 1 << 16  # elements of a row-local scratch buffer
+
+
+class LowerCtx:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.producer: dict[int, Eqn] = graph.producers()
+        self.uses: dict[int, int] = {}
+        for e in graph.eqns:
+            for v in e.inputs:
+                self.uses[v.id] = self.uses.get(v.id, 0) + 1
+        for v in graph.outputs:
+            self.uses[v.id] = self.uses.get(v.id, 0) + 1
+        self.buffers: dict[str, Buffer] = {}
+        self.buffer_of: dict[int, str] = {}
+        self.materialized: set[int] = set()
+        self._counters: dict[str, itertools.count] = {}
+        self._cost: dict[int, float] = {}
+        self._taken: set[str] = set(graph.input_names)
+
+    # ---- names ---------------------------------------------------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        c = self._counters.setdefault(prefix, itertools.count())
+        while True:
+            name = f"{prefix}{next(c)}"
+            if name not in self._taken:
+                self._taken.add(name)
+                return name
+
+    def axis(self, extent: int, prefix: str = "i") -> Axis:
+        return Axis(self.fresh(prefix), int(extent))
+
+    def local(self, prefix: str, dtype: str) -> str:
+        return self.fresh(prefix)
+
+    def kernel_name(self, kind: str) -> str:
+        return kind
+
+    # ---- buffers -------------------------------------------------------------------------------------
+    def buffer(self, var: Var, optional: bool = False) -> str | None:
+        if var.id in self.buffer_of:
+            return self.buffer_of[var.id]
+        if optional and self.uses.get(var.id, 0) == 0:
+            return None
+        name = self.fresh("tmp")
+        self.buffers[name] = Buffer(name, var.shape, var.dtype, "temp")
+        self.buffer_of[var.id] = name
+        return name
+
+    def const_load(self, eqn: Eqn, index: tuple[Expr, ...]) -> Expr:
+        var = eqn.out
+        if var.id not in self.buffer_of:
+            name = self.fresh("const")
+            value = np.ascontiguousarray(np.broadcast_to(eqn.params["value"], var.shape))
+            self.buffers[name] = Buffer(name, var.shape, var.dtype, "const", value)
+            self.buffer_of[var.id] = name
+        return Load(self.buffer_of[var.id], index, var.dtype)
+
+    # ---- expressions ---------------------------------------------------------------------------------
+    def expr(self, var: Var, index: tuple[Expr, ...]) -> Expr:
+        if var.id in self.materialized:
+            return Load(self.buffer_of[var.id], tuple(index), var.dtype)
+        eqn = self.producer[var.id]
+        return eqn.prim.lower(eqn, tuple(index), self)
+
+    def cost(self, var: Var) -> float:
+        """Operations per element to recompute `var` inline (0 for buffered values)."""
+        if var.id in self.materialized or var.id not in self.producer:
+            return 0.0
+        if var.id in self._cost:
+            return self._cost[var.id]
+        eqn = self.producer[var.id]
+        own = 0.0
+        if eqn.prim.name in ("unary", "binary"):
+            f = (UNARY if eqn.prim.name == "unary" else BINARY)[eqn.params["fn"]]
+            own = f.flops * (8 if f.transcendental else 1)
+        elif eqn.prim.name in ("where", "gather"):
+            own = 1.0
+        c = own + sum(self.cost(v) for v in eqn.inputs)
+        self._cost[var.id] = c
+        return c
+
+    # ---- the three steps -----------------------------------------------------------------------------
+    def plan(self) -> None:
+        g = self.graph
+        for v, name in zip(g.inputs, g.input_names):
+            self.buffers[name] = Buffer(name, v.shape, v.dtype, "input")
+            self.buffer_of[v.id] = name
+            self.materialized.add(v.id)
+        outputs = {v.id for v in g.outputs}
+        for e in g.eqns:
+            for v in e.outputs:
+                if e.prim.root or v.id in outputs:
+                    self.materialized.add(v.id)
+                elif self.uses.get(v.id, 0) > 1 and self.cost(v) > CHEAP:
+                    self.materialized.add(v.id)
+
+    def build(self) -> tuple[list[Kernel], list[str]]:
+        g = self.graph
+        out_names: list[str] = []
+        kernels: list[Kernel] = []
+        # name graph outputs first so their buffers are called out, out1, ...
+        for i, v in enumerate(g.outputs):
+            name = "out" if i == 0 else f"out{i}"
+            self._taken.add(name)
+            if v.id in self.buffer_of:          # an input (or an output listed twice): copy it
+                src = self.buffer_of[v.id]
+                self.buffers[name] = Buffer(name, v.shape, v.dtype, "output")
+                axes = tuple(self.axis(n) for n in v.shape)
+                idx = tuple(a.var for a in axes)
+                kernels.append(Kernel("copy", "elementwise", axes, [Store(name, (), idx, Load(src, idx, v.dtype))]))
+            else:
+                self.buffers[name] = Buffer(name, v.shape, v.dtype, "output")
+                self.buffer_of[v.id] = name
+            out_names.append(name)
+        done: set[int] = set()
+        for e in g.eqns:
+            if not any(v.id in self.materialized for v in e.outputs) or id(e) in done:
+                continue
+            done.add(id(e))
+            if e.prim.root:
+                kernels.append(e.prim.build(e, self))
+            else:
+                v = e.out
+                axes = tuple(self.axis(n) for n in v.shape)
+                idx = tuple(a.var for a in axes)
+                value = e.prim.lower(e, idx, self)
+                kernels.append(Kernel(e.prim.name, "elementwise", axes, [Store(self.buffer(v), (), idx, value)]))
+            kernels[-1].origin.append(e.prim.name if e.prim.name not in ("unary", "binary", "reduce")
+                                      else e.params.get("fn") or e.params.get("kind"))
+        return kernels, out_names
+
+
+# ---- fusion -------------------------------------------------------------------------------------------
+
+def _kind(k: Kernel) -> str:
+    names = {type(s).__name__ for s in k.stages}
+    if "Sort" in names:
+        return "sort"
+    if "ScatterAdd" in names:
+        return "scatter"
+    if "Scan" in names:
+        return "scan"
+    if "Contract" in names:
+        return "contract"
+    if "Reduce" in names:
+        return "row" if any(isinstance(s, Store) and s.axes for s in k.stages) else "reduce"
+    return "elementwise"
+
+
+def _split(k: Kernel, at: int) -> Kernel | None:
+    """Move outer axes [at:] into the kernel's single pointwise store (elementwise kernels only)."""
+    if len(k.outer) == at:
+        return k
+    if len(k.outer) < at or len(k.stages) != 1 or not isinstance(k.stages[0], Store) or k.stages[0].axes:
+        return None
+    s = k.stages[0]
+    return dc_replace(k, outer=k.outer[:at], stages=[Store(s.buf, k.outer[at:], s.index, s.value, s.scope)])
+
+
+def _final_store(k: Kernel) -> Store | None:
+    """The single global store of a kernel that writes its buffer at (outer vars + its own axes)."""
+    globals_ = [s for s in k.stages if not isinstance(s, (Reduce, Contract, Assign))
+                and not (isinstance(s, Store) and s.scope == "row")]
+    if len(globals_) != 1 or not isinstance(globals_[0], Store) or globals_[0] is not k.stages[-1]:
+        return None
+    s = globals_[0]
+    want = tuple(a.var for a in k.outer) + tuple(a.var for a in s.axes)
+    return s if tuple(s.index) == want else None
+
+
+def _axis_extents(k: Kernel) -> dict[str, int]:
+    out = {a.name: a.extent for a in k.outer}
+    for s in k.stages:
+        for a in getattr(s, "axes", ()) or ():
+            out[a.name] = a.extent
+        if isinstance(s, Scan):
+            out[s.axis.name] = s.axis.extent
+    return out
+
+
+def _try_merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
+    if _kind(p) not in ("elementwise", "reduce", "row", "contract"):
+        return None
+    if _kind(c) not in ("elementwise", "reduce", "row", "contract", "scan"):
+        return None
+    for k in range(min(len(p.outer), len(c.outer) or len(p.outer)), 0, -1):
+        p2, c2 = _split(p, k), _split(c, k)
+        if p2 is None or c2 is None:
+            continue
+        if [a.extent for a in p2.outer] != [a.extent for a in c2.outer]:
+            continue
+        merged = _merge(p2, c2, buf)
+        if merged is not None:
+            return merged
+    if not p.outer and not c.outer:
+        return _merge(p, c, buf)
+    return None
+
+
+def _merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
+    store = _final_store(p)
+    if store is None:
+        return None
+    k = len(c.outer)
+    outer_vars = tuple(a.var for a in c.outer)
+    extents = _axis_extents(c)
+    row_extents = tuple(a.extent for a in store.axes)
+    if row_extents and int(np.prod(row_extents)) > ROW_BUFFER_LIMIT:
+        return None
+    # every read of `buf` in the consumer must be at its outer point (+ pure stage-axis variables)
+    for s in c.stages:
+        for e in s.exprs():
+            for ld in E.loads(e):
+                if ld.buf != buf:
+                    continue
+                if isinstance(s, Contract):
+                    return None
+                if tuple(ld.index[:k]) != outer_vars:
+                    return None
+                rest = ld.index[k:]
+                if len(rest) != len(row_extents):
+                    return None
+                for r, n in zip(rest, row_extents):
+                    if not isinstance(r, Idx) or r.name in {a.name for a in c.outer} or extents.get(r.name) != n:
+                        return None
+    rename = {a.name: b.var for a, b in zip(p.outer, c.outer)}
+    pre = []
+    for s in p.stages[:-1]:
+        pre.append(s.replace(lambda e: E.substitute(e, rename)))
+    value = E.substitute(store.value, rename)
+    row_buffers = dict(c.row_buffers)
+    row_buffers.update(p.row_buffers)
+    if row_extents:
+        row = f"{buf}_row"
+        row_buffers[row] = (row_extents, value.dtype)
+        pre.append(Store(row, store.axes, tuple(a.var for a in store.axes), value, "row"))
+
+        def swap(e: Expr) -> Expr:
+            return e.map(lambda n: Load(row, n.index[k:], n.dtype) if isinstance(n, Load) and n.buf == buf else None)
+    else:
+        local = f"{buf}_v"
+        pre.append(Assign(local, value))
+
+        def swap(e: Expr) -> Expr:
+            return e.map(lambda n: Local(local, n.dtype) if isinstance(n, Load) and n.buf == buf else None)
+    stages = pre + [s.replace(swap) for s in c.stages]
+    merged = Kernel(c.name, c.kind, c.outer, stages, row_buffers, {**p.locals, **c.locals}, p.origin + c.origin)
+    merged.kind = _kind(merged)
+    return merged
+
+
+def fuse(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) -> list[Kernel]:
+    kernels = list(kernels)
+    changed = True
+    while changed:
+        changed = False
+        for p in kernels:
+            writes = p.writes()
+            if len(writes) != 1 or writes[0] in outputs:
+                continue
+            buf = writes[0]
+            consumers = [c for c in kernels if c is not p and buf in c.reads()]
+            if len(consumers) != 1:
+                continue
+            c = consumers[0]
+            if kernels.index(c) < kernels.index(p):
+                continue
+            merged = _try_merge(p, c, buf)
+            if merged is None:
+                continue
+            kernels[kernels.index(c)] = merged
+            kernels.remove(p)
+            del buffers[buf]
+            changed = True
+            break
+    return kernels
+
+
+def lower(graph: Graph, *, fusion: bool = True) -> Program:
+    ctx = LowerCtx(graph)
+    ctx.plan()
+    kernels, outputs = ctx.build()
+    if fusion:
+        kernels = fuse(kernels, ctx.buffers, outputs)
+    for i, k in enumerate(kernels):
+        k.kind = _kind(k)
+        k.name = f"k{i}_{k.kind}"
+    used = {b for k in kernels for b in k.reads() + k.writes()} | set(graph.input_names) | set(outputs)
+    buffers = {n: b for n, b in ctx.buffers.items() if n in used}
+    prog = Program(graph.name, buffers, list(graph.input_names), outputs, kernels, graph=graph)
+    log.debug("lowered %s to %d kernel(s)", graph.name, len(kernels))
+    return prog
+
+
+__all__ = ["lower", "LowerCtx", "fuse", "REGISTRY"]

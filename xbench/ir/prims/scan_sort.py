@@ -1,0 +1,104 @@
+"""The two primitives with their own kernel templates: `scan` (cumsum, cumprod, cummax, cummin along one
+axis) and `sort` (stable; values and the source positions along the axis)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...dtypes import accumulator
+from ..expr import Cast
+from ..kernel import Kernel, Scan, Sort
+from . import Primitive
+
+scan = Primitive("scan", root=True)
+sort = Primitive("sort", root=True, multiple_results=True)
+
+SCAN_KINDS = ("sum", "prod", "max", "min")
+
+
+def scan_dtype(kind: str, dtype: str) -> str:
+    if kind in ("sum", "prod") and dtype in ("bool", "int8", "uint8", "int16", "int32"):
+        return "int64"
+    return dtype
+
+
+@scan.def_abstract
+def _scan_abstract(x, *, kind, axis, reverse=False):
+    if kind not in SCAN_KINDS:
+        raise ValueError(f"unknown scan {kind!r}")
+    return [(x.shape, scan_dtype(kind, x.dtype))]
+
+
+@scan.def_reference
+def _scan_ref(x, *, kind, axis, reverse=False):
+    if reverse:
+        x = np.flip(x, axis)
+    fn = {"sum": np.cumsum, "prod": np.cumprod}.get(kind)
+    out = fn(x, axis=axis) if fn else {"max": np.maximum, "min": np.minimum}[kind].accumulate(x, axis=axis)
+    return np.flip(out, axis) if reverse else out
+
+
+@scan.def_flops
+def _scan_flops(eqn):
+    return eqn.out.size
+
+
+@scan.def_build
+def _scan_build(eqn, ctx):
+    x = eqn.inputs[0]
+    p = eqn.params
+    axis = p["axis"]
+    outer, index = [], []
+    along = None
+    for i, n in enumerate(x.shape):
+        ax = ctx.axis(n, "s" if i == axis else "i")
+        if i == axis:
+            along = ax
+        else:
+            outer.append(ax)
+        index.append(ax.var)
+    acc = accumulator(x.dtype) if p["kind"] in ("sum", "prod") else x.dtype
+    body = ctx.expr(x, tuple(index))
+    if body.dtype != acc:
+        body = Cast(body, acc)
+    stage = Scan(ctx.buffer(eqn.out), along, tuple(index), body, p["kind"], acc, p.get("reverse", False))
+    return Kernel(ctx.kernel_name("scan"), "scan", tuple(outer), [stage])
+
+
+@sort.def_abstract
+def _sort_abstract(x, *, axis, descending=False):
+    return [(x.shape, x.dtype), (x.shape, "int64")]
+
+
+@sort.def_reference
+def _sort_ref(x, *, axis, descending=False):
+    key = -x if descending and x.dtype != np.bool_ else x
+    if descending and x.dtype == np.bool_:
+        key = ~x
+    order = np.argsort(key, axis=axis, kind="stable")
+    return np.take_along_axis(x, order, axis=axis), order
+
+
+@sort.def_flops
+def _sort_flops(eqn):
+    n = eqn.inputs[0].shape[eqn.params["axis"]]
+    return int(eqn.inputs[0].size * max(1.0, np.log2(max(n, 1))))
+
+
+@sort.def_build
+def _sort_build(eqn, ctx):
+    x = eqn.inputs[0]
+    p = eqn.params
+    axis = p["axis"]
+    outer, index = [], []
+    along = None
+    for i, n in enumerate(x.shape):
+        ax = ctx.axis(n, "s" if i == axis else "i")
+        if i == axis:
+            along = ax
+        else:
+            outer.append(ax)
+        index.append(ax.var)
+    values, indices = eqn.outputs
+    stage = Sort(ctx.buffer(values, optional=True), ctx.buffer(indices, optional=True), along, tuple(index),
+                 ctx.expr(x, tuple(index)), p.get("descending", False))
+    return Kernel(ctx.kernel_name("sort"), "sort", tuple(outer), [stage])

@@ -1,0 +1,88 @@
+"""Tracing: running an operator's Python body on `Tensor` values records equations into a `Trace`."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import canonical, is_float
+from ..errors import TraceError, XbenchError, user_location
+from ..ir.graph import Eqn, Var
+from ..ir.prims import REGISTRY, Primitive
+
+_state = threading.local()
+
+
+class Trace:
+    def __init__(self, name: str):
+        self.name = name
+        self.eqns: list[Eqn] = []
+
+    def __enter__(self) -> "Trace":
+        stack = getattr(_state, "stack", None)
+        if stack is None:
+            stack = _state.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.stack.pop()
+
+    def bind(self, prim: Primitive | str, inputs: tuple[Var, ...], **params: Any) -> list[Var]:
+        if isinstance(prim, str):
+            prim = REGISTRY[prim]
+        try:
+            types = prim.abstract(*inputs, **params)
+        except XbenchError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise TraceError(f"{prim.name}: {exc}", loc=user_location()) from None
+        outs = tuple(Var(shape, dtype) for shape, dtype in types)
+        self.eqns.append(Eqn(prim, tuple(inputs), params, outs, user_location()))
+        return list(outs)
+
+
+def current() -> Trace:
+    stack = getattr(_state, "stack", None)
+    if not stack:
+        raise TraceError("xbench functions on tensors only work inside an operator body",
+                         hint="decorate the function with @xb.tensor_op and call it with numpy arrays",
+                         loc=user_location())
+    return stack[-1]
+
+
+def tracing() -> bool:
+    return bool(getattr(_state, "stack", None))
+
+
+def bind(prim: str, *inputs, **params):
+    """Apply a primitive to Tensors (or Vars); returns a Tensor (or a tuple for multi-result primitives)."""
+    from .tensor import Tensor
+
+    vars_ = tuple(x._var if isinstance(x, Tensor) else x for x in inputs)
+    outs = current().bind(prim, vars_, **params)
+    if REGISTRY[prim].multiple_results:
+        return tuple(Tensor(v) for v in outs)
+    return Tensor(outs[0])
+
+
+def constant(value, dtype: str | None = None, shape: tuple[int, ...] | None = None):
+    """A Tensor holding a Python scalar or a numpy array captured by the operator body."""
+    arr = np.asarray(value)
+    if dtype is None:
+        if arr.dtype == np.float64 and not isinstance(value, np.ndarray):
+            dtype = "float32"
+        else:
+            try:
+                dtype = canonical(arr.dtype)
+            except ValueError as exc:
+                raise TraceError(str(exc), loc=user_location()) from None
+    if shape is None:
+        shape = arr.shape
+    if arr.ndim == 0:
+        v = arr.item()
+        v = float(v) if is_float(dtype) else bool(v) if dtype == "bool" else int(v)
+        return bind("const", value=v, shape=tuple(shape), dtype=dtype)
+    arr = np.broadcast_to(arr, shape)
+    return bind("const", value=np.array(arr), shape=tuple(shape), dtype=dtype)
