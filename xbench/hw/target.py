@@ -468,12 +468,12 @@ def get_target(name: str) -> Target:
     if isinstance(name, Target):
         return name
     key = str(name).strip().lower().replace("_", "-")
-    known = list_targets()
     if key == LOCAL_CPU:
         from .calibrate import calibrate
 
         return calibrate()
-    if key not in known:
+    if not (TARGETS_DIR / f"{key}.toml").is_file():
+        known = list_targets()
         close = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise TargetError(f"unknown target {name!r}{hint}; known targets: {', '.join(known)}")
