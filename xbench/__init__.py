@@ -23,6 +23,7 @@ from .lang.functions import (
     signbit, sin, sinh, sliding_window, sort, sqrt, square, squeeze, stack, std, subtract, sum, swapaxes, take,
     take_along_axis, tan, tanh, tensordot, topk, transpose, trunc, var, where, zeros, zeros_like,
 )
+from . import ops
 from .verify import compare, tolerance, verify
 
 __version__ = "0.1.0"

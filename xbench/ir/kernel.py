@@ -69,12 +69,13 @@ class Contract:
     lhs: Expr
     rhs: Expr
     dtype: str                # accumulator type
+    roles: tuple[int, int, int] = (0, 0, 0)   # how many outer axes are batch, lhs-free (m), rhs-free (n)
 
     def exprs(self) -> tuple[Expr, ...]:
         return (self.lhs, self.rhs)
 
     def replace(self, f) -> "Contract":
-        return Contract(self.local, self.axes, f(self.lhs), f(self.rhs), self.dtype)
+        return Contract(self.local, self.axes, f(self.lhs), f(self.rhs), self.dtype, self.roles)
 
     def text(self) -> str:
         return f"{self.local} = contract[{_axes(self.axes)}] {self.lhs} * {self.rhs}"

@@ -279,9 +279,74 @@ def _merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
     return merged
 
 
+def _absorb(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
+    """Append reduction kernel `c` to `p` when `c` reads `p`'s output on `p`'s rows (a sibling output computed
+    while the row is in cache: softmax's sum next to its exponentials)."""
+    if _kind(c) not in ("reduce", "row") or _kind(p) not in ("row", "elementwise", "reduce"):
+        return None
+    store = _final_store(p)
+    if store is None or len(p.outer) != len(c.outer) or not p.outer:
+        return None
+    if [a.extent for a in p.outer] != [a.extent for a in c.outer]:
+        return None
+    written_between = {b for k in between for b in k.writes()}
+    if set(c.reads()) & written_between:
+        return None
+    k = len(c.outer)
+    outer_vars = tuple(a.var for a in c.outer)
+    extents = _axis_extents(c)
+    reads_p = False
+    for s in c.stages:
+        for e in s.exprs():
+            for ld in E.loads(e):
+                if ld.buf != store.buf:
+                    continue
+                reads_p = True
+                if tuple(ld.index[:k]) != outer_vars or len(ld.index) != k + len(store.axes):
+                    return None
+                for r, a in zip(ld.index[k:], store.axes):
+                    if not isinstance(r, Idx) or extents.get(r.name) != a.extent:
+                        return None
+    if not reads_p:
+        return None
+    rename = {a.name: b.var for a, b in zip(c.outer, p.outer)}
+    stages = list(p.stages) + [s.replace(lambda e: E.substitute(e, rename)) for s in c.stages]
+    merged = Kernel(p.name, p.kind, p.outer, stages, {**p.row_buffers, **c.row_buffers}, {**p.locals, **c.locals},
+                    p.origin + c.origin)
+    merged.kind = _kind(merged)
+    return merged
+
+
 def fuse(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) -> list[Kernel]:
     kernels = list(kernels)
     changed = True
+    while changed:
+        changed = _fuse_vertical(kernels, buffers, outputs)
+        if not changed:
+            changed = _fuse_siblings(kernels)
+    return kernels
+
+
+def _fuse_siblings(kernels: list[Kernel]) -> bool:
+    for i, p in enumerate(kernels):
+        writes = p.writes()
+        if len(writes) != 1:
+            continue
+        for j in range(i + 1, len(kernels)):
+            c = kernels[j]
+            if writes[0] not in c.reads():
+                continue
+            merged = _absorb(p, c, kernels[i + 1:j])
+            if merged is not None:
+                kernels[i] = merged
+                del kernels[j]
+                return True
+    return False
+
+
+def _fuse_vertical(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) -> bool:
+    changed = True
+    any_change = False
     while changed:
         changed = False
         for p in kernels:
@@ -301,9 +366,9 @@ def fuse(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) 
             kernels[kernels.index(c)] = merged
             kernels.remove(p)
             del buffers[buf]
-            changed = True
+            changed = any_change = True
             break
-    return kernels
+    return any_change
 
 
 def lower(graph: Graph, *, fusion: bool = True) -> Program:

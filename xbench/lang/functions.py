@@ -26,7 +26,7 @@ def asarray(x, dtype=None) -> Tensor:
     """A Tensor from a Tensor, a Python scalar or a numpy array (captured as a constant)."""
     if isinstance(x, Tensor):
         return x if dtype is None else cast(x, dtype)
-    if isinstance(x, (list, tuple)) and any(isinstance(e, Tensor) for e in x):
+    if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, Tensor) for e in x):
         return stack([asarray(e) for e in x])
     if isinstance(x, (np.ndarray, list, tuple) + _Scalar):
         return constant(x, D.canonical(dtype) if dtype else None)
@@ -390,11 +390,11 @@ def concat(xs: Sequence, axis: int = 0) -> Tensor:
     for x in xs[1:]:
         dtype = D.promote(dtype, x.dtype)
     nd = xs[0].ndim
-    if any(x.ndim != nd for x in xs):
+    if builtins.any(x.ndim != nd for x in xs):
         raise _err(ShapeError, "concat needs tensors of one rank, got " + ", ".join(str(x.shape) for x in xs))
     axis = _norm_axis(axis, nd)
     for x in xs[1:]:
-        if any(a != b for i, (a, b) in enumerate(zip(x.shape, xs[0].shape)) if i != axis):
+        if builtins.any(a != b for i, (a, b) in enumerate(zip(x.shape, xs[0].shape)) if i != axis):
             raise _err(ShapeError, f"concat along axis {axis}: shapes {xs[0].shape} and {x.shape} differ "
                                    "in another axis")
     xs = [cast(x, dtype) for x in xs]
@@ -426,7 +426,7 @@ def pad(x, pad_width, mode: str = "constant", value=0) -> Tensor:
         size = tuple(n - builtins.max(-l, 0) - builtins.max(-h, 0) for n, l, h in zip(x.shape, lo, hi))
         x = bind("slice", x, start=start, step=(1,) * x.ndim, size=size)
         lo, hi = [builtins.max(v, 0) for v in lo], [builtins.max(v, 0) for v in hi]
-    if not any(lo + hi):
+    if not builtins.any(lo + hi):
         return x
     if mode not in ("constant", "reflect", "edge", "circular"):
         raise _err(ShapeError, f"unknown pad mode {mode!r}", "use constant, reflect, edge (replicate) or circular")

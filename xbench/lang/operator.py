@@ -169,6 +169,9 @@ class Operator:
         statics: dict[str, Any] = {}
         for name, value in bound.arguments.items():
             spec = self._specs[name]
+            if value is None:
+                statics[name] = None
+                continue
             if spec is not None or isinstance(value, (np.ndarray, Tensor)) or _is_array_like(value):
                 if isinstance(value, Tensor):
                     tensors[name] = value

@@ -1,0 +1,174 @@
+"""The cpu backend: generated Python compiled by numba (parallel loops, vectorisable math), written as real
+files in the cache directory so numba's own `cache=True` keeps the machine code between sessions."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ...cache import digest, write_once
+from ...config import cache_dir, log, tool_versions
+from ...dtypes import is_float
+from ...errors import BackendError
+from ...ir.kernel import Kernel, Program
+from ...ir.schedule import Knob, Schedule
+from .. import Artifact, KernelInfo
+from .codegen import ModuleWriter, _contract_roles, needs_collapse
+
+CODEGEN_VERSION = "1"
+PARALLEL_MIN_WORK = 1 << 15
+_modules: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+def threads() -> int:
+    import numba
+    return numba.get_num_threads()
+
+
+def kernel_work(k: Kernel) -> int:
+    """Scalar evaluations a kernel performs (outer points times the work of its stages)."""
+    per_point = 0
+    for s in k.stages:
+        axes = getattr(s, "axes", None) or ()
+        if hasattr(s, "axis"):
+            axes = (s.axis,)
+        per_point += int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
+    return k.points() * max(per_point, 1)
+
+
+class CpuArtifact(Artifact):
+    module: object = None
+    const_args: tuple = ()
+
+    def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        p = self.program
+        if len(arrays) != len(p.inputs):
+            raise BackendError(f"{p.name} takes {len(p.inputs)} arrays ({', '.join(p.inputs)}), got {len(arrays)}")
+        args = []
+        for a, name in zip(arrays, p.inputs):
+            want = np.dtype(p.buffers[name].dtype)
+            a = np.asarray(a)
+            if a.dtype != want:
+                a = a.astype(want)
+            args.append(np.ascontiguousarray(a))
+        return self.module.run(*args, *self.const_args)
+
+
+class CpuBackend:
+    name = "cpu"
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            import numba
+        except ImportError:
+            return False, "numba is not installed (pip install numba)"
+        return True, f"numba {numba.__version__}"
+
+    def knobs(self, kernel: Kernel) -> dict[str, Knob]:
+        d = self.default_schedule(kernel)
+        out = {"parallel": Knob("parallel", (True, False), d["parallel"], "run the outer loop on all cores")}
+        if kernel.outer:
+            out["collapse"] = Knob("collapse", tuple(range(1, len(kernel.outer) + 1)), d["collapse"],
+                                   "leading outer axes flattened into the parallel loop")
+        if "impl" in d:
+            out["impl"] = Knob("impl", ("blas", "loops", "points"), d["impl"],
+                               "contraction: BLAS panels, blocked loops, or a dot per output point")
+        out["fast_math"] = Knob("fast_math", (True, False), True,
+                                "vectorisable approximations of exp/log/tanh/erf (bounded ulp error)")
+        return out
+
+    def default_schedule(self, kernel: Kernel) -> Schedule:
+        s = {"parallel": kernel_work(kernel) >= PARALLEL_MIN_WORK and bool(kernel.outer),
+             "collapse": needs_collapse(kernel.outer, threads()) if kernel.outer else 1, "fast_math": True}
+        if kernel.kind == "contract" and _contract_roles(kernel) is not None:
+            acc = kernel.stages[0].dtype
+            s["impl"] = "blas" if acc in ("float32", "float64") else "loops"
+        return Schedule(s)
+
+    def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, **options) -> CpuArtifact:
+        for b in program.buffers.values():
+            if b.dtype in ("float16", "bfloat16"):
+                raise BackendError(f"the cpu backend does not take {b.dtype} buffers ({b.name}) yet",
+                                   hint="compute in float32 (x.astype(np.float32))")
+        schedules = schedules or {k.name: self.default_schedule(k) for k in program.kernels}
+        t0 = time.perf_counter()
+        writer = ModuleWriter(program, schedules, threads())
+        writer.fast_math = all(s.get("fast_math", True) for s in schedules.values())
+        source = writer.module()
+        key = digest(CODEGEN_VERSION, source, tool_versions())
+        path = cache_dir("cpu") / f"{program.name}_{key}.py"
+        existed = path.exists()
+        write_once(path, source)
+        module = _load(path, key)
+        jit_ms = _compile_all(module, program)
+        ms = (time.perf_counter() - t0) * 1e3
+        infos = []
+        for k in program.kernels:
+            infos.append(KernelInfo(k.name, k.kind, _function_source(source, k.name), schedules[k.name],
+                                    {"parallel": bool(schedules[k.name].get("parallel")), "work": kernel_work(k)}))
+        consts = tuple(np.ascontiguousarray(b.value, dtype=np.dtype(b.dtype)) for b in program.buffers.values()
+                       if b.role == "const")
+        art = CpuArtifact(self.name, program, source, infos,
+                          {"file": str(path), "numba": tool_versions()["numba"], "threads": threads(),
+                           "jit_ms": round(jit_ms, 1), "kernels": len(program.kernels)},
+                          compile_ms=ms, cache_hit=existed)
+        art.module = module
+        art.const_args = consts
+        return art
+
+
+def _load(path: Path, key: str):
+    name = f"xbench_cpu_{key}"
+    with _lock:
+        if name in _modules:
+            return _modules[name]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _modules[name] = module
+        return module
+
+
+def _compile_all(module, program: Program) -> float:
+    """Compile (or load from numba's cache) every kernel for C-contiguous arrays of its buffers."""
+    import numba
+    t0 = time.perf_counter()
+    for k in program.kernels:
+        fn = getattr(module, k.name)
+        params = fn.py_func.__code__.co_varnames[:fn.py_func.__code__.co_argcount]
+        sig = []
+        for p in params:
+            b = program.buffers[p]
+            dt = numba.from_dtype(np.dtype(b.dtype))
+            sig.append(numba.types.Array(dt, len(b.shape), "C"))
+        try:
+            fn.compile(tuple(sig))
+        except Exception as exc:  # a compiler failure is ours, not the user's: show the kernel
+            raise BackendError(f"numba could not compile kernel {k.name} of {program.name}: "
+                               f"{str(exc).splitlines()[0]}",
+                               hint=f"the generated source is in {module.__file__}") from exc
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _function_source(source: str, name: str) -> str:
+    lines = source.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith(f"def {name}(")), None)
+    if start is None:
+        return ""
+    if start > 0 and lines[start - 1].startswith("@"):
+        start -= 1
+    end = start + 2
+    while end < len(lines) and (not lines[end] or lines[end].startswith(" ")):
+        end += 1
+    return "\n".join(lines[start:end]).rstrip()
+
+
+backend = CpuBackend()
+log.debug("cpu backend loaded")
+__all__ = ["backend", "CpuBackend", "is_float"]

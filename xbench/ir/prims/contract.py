@@ -97,6 +97,6 @@ def _build(eqn, ctx):
     value = Local(local, acc)
     if acc != eqn.out.dtype:
         value = Cast(value, eqn.out.dtype)
-    stages = [Contract(local, tuple(k), lhs, rhs, acc),
+    stages = [Contract(local, tuple(k), lhs, rhs, acc, (len(batch), len(fa), len(fb))),
               Store(ctx.buffer(eqn.out), (), tuple(ax.var for ax in outer), value)]
     return Kernel(ctx.kernel_name("contract"), "contract", outer, stages)

@@ -1,0 +1,168 @@
+"""The core issue's operators on the cpu backend: against the float64 reference backend, and against
+hand-written numpy (an independent oracle), over awkward shapes and non-contiguous inputs."""
+import numpy as np
+import pytest
+
+import xbench as xb
+
+from . import numpy_ops as N
+
+rng = np.random.default_rng(1234)
+ops = xb.ops
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def check(op, *args, expect=None, rtol=2e-5, atol=2e-5, **kw):
+    """cpu == reference (within the tolerance table) and, if given, cpu ~= the numpy oracle."""
+    results = xb.verify(op, *args, backend="cpu", **kw)
+    for r in results:
+        assert r.ok, r.message
+    out = op(*args, **kw)
+    if expect is not None:
+        np.testing.assert_allclose(out, expect, rtol=rtol, atol=atol)
+    return out
+
+
+@pytest.mark.parametrize("m,k,n", [(33, 17, 9), (1, 64, 1), (128, 3, 65), (2, 1, 2)])
+def test_matmul(m, k, n):
+    a, b = f32(m, k), f32(k, n)
+    check(ops.mm, a, b, expect=a.astype(np.float64) @ b, atol=1e-4)
+
+
+def test_matmul_non_contiguous_inputs():
+    a = f32(40, 30)[::2, 1:]          # strided rows, offset columns
+    b = f32(50, 29).T                 # transposed view
+    assert not a.flags.c_contiguous and not b.flags.c_contiguous
+    check(ops.mm, a, b, expect=a.astype(np.float64) @ b, atol=1e-4)
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 17, 9), (3, 9, 5)), ((2, 1, 5, 7), (3, 7, 4)), ((4, 6, 8), (8, 3)),
+                                   ((6, 8), (5, 8, 3)), ((1, 1, 2), (7, 2, 1))])
+def test_batched_matmul_broadcasting(sa, sb):
+    a, b = f32(*sa), f32(*sb)
+    check(ops.matmul, a, b, expect=np.matmul(a.astype(np.float64), b), atol=1e-4)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_linear_with_gelu_epilogue(approximate):
+    @xb.tensor_op
+    def linear_gelu(x: xb.Tensor["B", "I"], w: xb.Tensor["O", "I"], b: xb.Tensor["O"]):
+        return ops.gelu(ops.linear(x, w, b), approximate=approximate)
+
+    x, w, b = f32(37, 24), f32(19, 24), f32(19)
+    prog = linear_gelu.lower(x, w, b)
+    assert [k.kind for k in prog.kernels] == ["contract"]          # the epilogue is fused
+    gelu = N.gelu_erf if approximate == "none" else N.gelu_tanh
+    check(linear_gelu, x, w, b, expect=gelu(x.astype(np.float64) @ w.T + b), atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(37, 19), (1, 1), (4096,), (3, 5, 7)])
+def test_gelu_both_forms(shape):
+    x = f32(*shape) * 3
+    check(ops.gelu, x, expect=N.gelu_erf(x.astype(np.float64)))
+    check(ops.gelu, x, approximate="tanh", expect=N.gelu_tanh(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("shape,dim", [((13, 50), -1), ((1, 7), -1), ((13, 50), 0), ((2, 3, 33), -1), ((5, 1), -1)])
+def test_softmax_and_log_softmax(shape, dim):
+    x = f32(*shape) * 4
+    check(ops.softmax, x, dim=dim, expect=N.softmax(x.astype(np.float64), dim), rtol=1e-5, atol=1e-6)
+    check(ops.log_softmax, x, dim=dim, expect=N.log_softmax(x.astype(np.float64), dim), atol=1e-5)
+
+
+def test_row_ops_fuse_to_one_kernel():
+    x, w = f32(64, 96), f32(96)
+    assert len(ops.softmax.lower(x).kernels) == 1
+    assert len(ops.log_softmax.lower(x).kernels) == 1
+    assert len(ops.layer_norm.lower(x, 96, w, w).kernels) == 1
+    assert len(ops.rms_norm.lower(x, 96, w).kernels) == 1
+    # the softmax row stays in a row-local scratch buffer: x is read, out is written, nothing else
+    prog = ops.softmax.lower(x)
+    assert set(prog.buffers) == {"input", "out"}
+    assert prog.kernels[0].row_buffers
+
+
+@pytest.mark.parametrize("shape", [(7, 31), (1, 1), (3, 4, 129)])
+def test_layernorm_and_rmsnorm(shape):
+    x, w, b = f32(*shape) * 2 + 1, f32(shape[-1]), f32(shape[-1])
+    check(ops.layer_norm, x, shape[-1], w, b, expect=N.layer_norm(x.astype(np.float64), w, b), atol=1e-4)
+    check(ops.rms_norm, x, shape[-1], w, expect=N.rms_norm(x.astype(np.float64), w), atol=1e-4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 3, 17, 8), (1, 1, 1, 4), (2, 1, 33, 16)])
+def test_attention(shape, causal):
+    q, k, v = f32(*shape), f32(*shape), f32(*shape)
+    check(ops.scaled_dot_product_attention, q, k, v, is_causal=causal,
+          expect=N.attention(q.astype(np.float64), k, v, causal), atol=1e-4)
+
+
+def test_attention_non_contiguous():
+    q = f32(2, 17, 3, 8).transpose(0, 2, 1, 3)          # [B, H, S, D] view of [B, S, H, D]
+    k = f32(2, 3, 8, 17).transpose(0, 1, 3, 2)
+    v = f32(2, 3, 17, 8)
+    check(ops.scaled_dot_product_attention, q, k, v, expect=N.attention(q.astype(np.float64), k, v), atol=1e-4)
+
+
+@pytest.mark.parametrize("stride,padding,dilation", [(1, 0, 1), (2, 1, 1), (1, 2, 2), (3, 1, 2)])
+def test_conv2d(stride, padding, dilation):
+    x, w, b = f32(2, 3, 11, 13), f32(5, 3, 3, 3), f32(5)
+    check(ops.conv2d, x, w, b, stride=stride, padding=padding, dilation=dilation,
+          expect=N.conv2d(x.astype(np.float64), w, b, stride, padding, dilation), atol=1e-4)
+
+
+def test_conv2d_is_one_contraction_with_bias_epilogue():
+    x, w, b = f32(2, 3, 11, 13), f32(5, 3, 3, 3), f32(5)
+    prog = ops.conv2d.lower(x, w, b, padding=1)
+    assert [k.kind for k in prog.kernels] == ["contract"]
+
+
+def test_conv2d_groups_and_size_one():
+    x, w = f32(1, 4, 1, 9), f32(6, 2, 1, 3)
+    ref = np.concatenate([N.conv2d(x[:, :2].astype(np.float64), w[:3]), N.conv2d(x[:, 2:].astype(np.float64), w[3:])],
+                         axis=1)
+    check(ops.conv2d, x, w, None, groups=2, expect=ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("k,stride,padding", [(3, 2, 1), (2, 2, 0), (3, 1, 1), (1, 1, 0)])
+def test_pooling(k, stride, padding):
+    x = f32(2, 3, 11, 13)
+    check(ops.max_pool2d, x, k, stride, padding, expect=N.pool2d(x.astype(np.float64), k, stride, padding, "max"))
+    check(ops.avg_pool2d, x, k, stride, padding, expect=N.pool2d(x.astype(np.float64), k, stride, padding, "avg"))
+
+
+@pytest.mark.parametrize("shape,dim", [((5, 40), 1), ((40,), 0), ((3, 17, 2), 1), ((1, 1), 0)])
+def test_cumsum(shape, dim):
+    x = f32(*shape)
+    check(ops.cumsum, x, dim, expect=np.cumsum(x.astype(np.float64), axis=dim), atol=1e-4)
+    ints = rng.integers(-5, 5, shape).astype(np.int32)
+    out = check(ops.cumsum, ints, dim, expect=np.cumsum(ints, axis=dim))
+    assert out.dtype == np.int64                       # PyTorch's rule for int32 sums
+
+
+@pytest.mark.parametrize("ids_shape", [(4, 7), (1,), (3, 1, 5)])
+def test_embedding_lookup(ids_shape):
+    table = f32(20, 8)
+    ids = rng.integers(0, 20, ids_shape)
+    out = check(ops.embedding, ids, table, expect=table[ids])
+    np.testing.assert_array_equal(out, table[ids])     # a gather is exact
+    check(ops.embedding, ids.astype(np.int32), table[:, ::2], expect=table[:, ::2][ids])
+
+
+def test_torch_agrees_on_conv_and_pool_semantics():
+    torch = pytest.importorskip("torch", reason="PyTorch cross-check runs where torch is installed")
+    x, w, b = f32(2, 4, 10, 9), f32(6, 2, 3, 2), f32(6)
+    tx, tw, tb = (torch.from_numpy(a) for a in (x, w, b))
+    want = torch.nn.functional.conv2d(tx, tw, tb, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2).numpy()
+    got = ops.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    for ceil_mode in (False, True):
+        want = torch.nn.functional.max_pool2d(tx, 3, 2, 1, ceil_mode=ceil_mode).numpy()
+        np.testing.assert_allclose(ops.max_pool2d(x, 3, 2, 1, ceil_mode=ceil_mode), want)
+        for cip in (False, True):
+            want = torch.nn.functional.avg_pool2d(tx, 3, 2, 1, ceil_mode=ceil_mode, count_include_pad=cip).numpy()
+            np.testing.assert_allclose(ops.avg_pool2d(x, 3, 2, 1, ceil_mode=ceil_mode, count_include_pad=cip), want,
+                                       rtol=1e-5, atol=1e-6)

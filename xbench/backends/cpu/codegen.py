@@ -1,0 +1,633 @@
+"""Python source for numba from loop-IR kernels.
+
+Every kernel becomes one `@numba.njit` function. Its outer axes run under `prange` (the leading ones collapsed
+into one parallel loop when they are short); each stage is a loop nest at one outer point. Contractions use
+their own template: operands are viewed in place when their layout allows, packed into contiguous panels
+otherwise, multiplied by BLAS (`np.dot` in numba calls BLAS through SciPy) and finished by the fused
+epilogue while the block is still in cache; integer contractions use a blocked loop nest.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...dtypes import is_float, is_int
+from ...ir import expr as E
+from ...ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local
+from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
+from ...ir.schedule import Schedule
+from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
+
+try:
+    from . import mathlib
+except ImportError:  # pragma: no cover
+    mathlib = None
+
+FASTMATH = '{"nsz", "arcp", "contract", "afn", "reassoc"}'
+
+_MATH = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "sin": "math.sin", "cos": "math.cos",
+         "tan": "math.tan", "asin": "math.asin", "acos": "math.acos", "atan": "math.atan", "sinh": "math.sinh",
+         "cosh": "math.cosh", "tanh": "math.tanh", "asinh": "math.asinh", "acosh": "math.acosh",
+         "atanh": "math.atanh", "erf": "math.erf", "erfc": "math.erfc", "log1p": "math.log1p",
+         "expm1": "math.expm1", "log2": "math.log2", "log10": "math.log10", "exp2": "np.exp2",
+         "floor": "np.floor", "ceil": "np.ceil", "trunc": "np.trunc", "round": "np.rint", "sign": "np.sign",
+         "atan2": "math.atan2", "hypot": "math.hypot", "copysign": "math.copysign", "fmod": "np.fmod",
+         "fmax": "np.fmax", "fmin": "np.fmin", "isfinite": "np.isfinite", "erfinv": "_xb_erfinv"}
+
+RUNTIME = '''
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_maximum(a, b):
+    return a if a > b or a != a else b
+
+
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_minimum(a, b):
+    return a if a < b or a != a else b
+'''
+
+
+class ModuleWriter:
+    def __init__(self, program: Program, schedules: dict[str, Schedule], threads: int):
+        self.program = program
+        self.schedules = schedules
+        self.threads = threads
+        self.helpers: set[str] = set()
+        self.emitter = Emitter(self._spell)
+        self.fast_math = True
+
+    # ---- scalar functions ----------------------------------------------------------------------------
+    def _spell(self, fn: str, dtype: str, args: list[str], arg_types: list[str]) -> str | None:
+        src = arg_types[0] if arg_types else dtype
+        if fn in ("maximum", "minimum") and dtype != INDEX:
+            if is_float(dtype):
+                self.helpers.add("runtime")
+                return f"_xb_{fn}({args[0]}, {args[1]})"
+            return f"{fn[:3]}({args[0]}, {args[1]})"
+        if fn == "abs":
+            return f"abs({args[0]})"
+        if fn == "reciprocal":
+            return f"({self.emitter.const(1.0, dtype)} / {args[0]})"
+        if fn == "rsqrt":
+            return f"({self.emitter.const(1.0, dtype)} / math.sqrt({args[0]}))"
+        if fn == "isnan":
+            return f"({args[0]} != {args[0]})"
+        if fn == "isinf":
+            return f"(abs({args[0]}) == {self.emitter.const('inf', src)})"
+        if fn == "signbit":
+            return f"(math.copysign({self.emitter.const(1.0, src)}, {args[0]}) < 0)"
+        if fn == "logical_not":
+            return f"(not {args[0]})"
+        if fn == "bitwise_not":
+            return f"(~{args[0]})"
+        if fn == "fmod" and is_int(dtype):
+            return f"np.fmod({args[0]}, {args[1]})"
+        if fn == "pow" and is_int(dtype):
+            return f"({args[0]} ** max({args[1]}, 0))"
+        if fn == "sigmoid":
+            fast = self._fast("sigmoid", dtype, args)
+            if fast:
+                return fast
+            one = self.emitter.const(1.0, dtype)
+            return f"({one} / ({one} + math.exp(-{args[0]})))"
+        if fn in ("exp", "log", "tanh", "erf", "expm1", "log1p", "sin", "cos", "exp2", "log2"):
+            fast = self._fast(fn, dtype, args)
+            if fast:
+                return fast
+        if fn == "erfinv":
+            self.helpers.add("erfinv")
+        if fn in _MATH:
+            return f"{_MATH[fn]}({', '.join(args)})"
+        return None
+
+    def _fast(self, fn: str, dtype: str, args: list[str]) -> str | None:
+        if not self.fast_math or mathlib is None:
+            return None
+        entry = getattr(mathlib, "FUNCTIONS", {}).get((fn, dtype))
+        if entry is None:
+            return None
+        self.helpers.add(f"math:{fn}")
+        self._math_names = getattr(self, "_math_names", set()) | {entry.symbol}
+        return f"{entry.symbol}({', '.join(args)})"
+
+    # ---- module --------------------------------------------------------------------------------------
+    def module(self) -> str:
+        bodies = [self.kernel(k) for k in self.program.kernels]
+        src = Source()
+        src(f'"""cpu kernels for {self.program.name} (generated by xbench from the loop IR below)')
+        src()
+        for line in self.program.text().splitlines():
+            src(line.replace('"""', "'''"))
+        src('"""')
+        src("import math")
+        src()
+        src("import numba")
+        src("import numpy as np")
+        src()
+        src(f"FASTMATH = {FASTMATH}")
+        extra = []
+        if "runtime" in self.helpers:
+            extra.append(RUNTIME.strip("\n"))
+        names = sorted(getattr(self, "_math_names", set()))
+        if names:
+            extra.append(mathlib.helper_source(names).strip("\n"))
+        if "erfinv" in self.helpers:
+            extra.append(ERFINV.strip("\n"))
+        for block in extra:
+            src()
+            src.lines.extend(block.splitlines())
+        consts = self.emitter.constant_lines()
+        if consts:
+            src()
+            src.lines.extend(consts)
+        for body in bodies:
+            src()
+            src()
+            src.lines.extend(body.splitlines())
+        src()
+        src()
+        src.lines.extend(self.host().splitlines())
+        return src.text() + "\n"
+
+    def host(self) -> str:
+        p = self.program
+        consts = [n for n, b in p.buffers.items() if b.role == "const"]
+        src = Source()
+        src(f"def run({', '.join(p.inputs + consts)}):")
+        with src.indent():
+            for name, b in p.buffers.items():
+                if b.role in ("output", "temp"):
+                    src(f"{name} = np.empty({tuple(b.shape)!r}, np.{np.dtype(b.dtype).name})")
+            for k in p.kernels:
+                src(f"{k.name}({', '.join(self.params(k))})")
+            src(f"return [{', '.join(p.outputs)}]")
+        return src.text()
+
+    def params(self, k: Kernel) -> list[str]:
+        bufs = k.reads() + [b for b in k.writes() if b not in k.reads()]
+        return bufs
+
+    # ---- kernels -------------------------------------------------------------------------------------
+    def kernel(self, k: Kernel) -> str:
+        sched = self.schedules.get(k.name, Schedule())
+        if k.kind == "contract" and _contract_roles(k) is not None and sched.get("impl", "blas") != "points":
+            return ContractWriter(self, k, sched).text()
+        return self.pointwise(k, sched)
+
+    def decorator(self, parallel: bool) -> str:
+        return (f'@numba.njit(parallel={parallel}, fastmath=FASTMATH, error_model="numpy", cache=True, '
+                f"nogil=True)")
+
+    def pointwise(self, k: Kernel, sched: Schedule) -> str:
+        src = Source()
+        parallel = bool(sched.get("parallel", True)) and bool(k.outer)
+        src(self.decorator(parallel))
+        src(f"def {k.name}({', '.join(self.params(k))}):")
+        with src.indent():
+            collapse = int(sched.get("collapse", 1)) if k.outer else 0
+            collapse = max(1, min(collapse, len(k.outer))) if k.outer else 0
+            bound = self.open_outer(src, k.outer, collapse, parallel)
+            with _Indent(src, len(k.outer) - collapse + (1 if collapse else 0)):
+                self.point(src, k, bound)
+        return src.text()
+
+    def open_outer(self, src: Source, outer: tuple[Axis, ...], collapse: int, parallel: bool) -> set[str]:
+        """Open the outer loops (leading `collapse` axes flattened into one prange). Returns bound names."""
+        loop = "numba.prange" if parallel else "range"
+        if collapse == 1:
+            src(f"for {outer[0].name} in {loop}({outer[0].extent}):")
+        elif collapse > 1:
+            total = int(np.prod([a.extent for a in outer[:collapse]], dtype=np.int64))
+            src(f"for _flat in {loop}({total}):")
+            with src.indent():
+                rem = "_flat"
+                for i, a in enumerate(outer[:collapse]):
+                    inner = int(np.prod([b.extent for b in outer[i + 1:collapse]], dtype=np.int64))
+                    if i == collapse - 1:
+                        src(f"{a.name} = {rem}")
+                    else:
+                        src(f"{a.name} = {rem} // {inner}")
+                        src(f"_r{i} = {rem} % {inner}")
+                        rem = f"_r{i}"
+        for j, a in enumerate(outer[collapse:]):
+            with _Indent(src, 1 + j if collapse else j):
+                src(f"for {a.name} in range({a.extent}):")
+        return {a.name for a in outer}
+
+    def point(self, src: Source, k: Kernel, bound: set[str]) -> None:
+        """The stages of a kernel at one outer point."""
+        for name, (shape, dtype) in k.row_buffers.items():
+            src(f"{name} = np.empty({tuple(shape)!r}, {NP_TYPES[dtype]})")
+        for s in k.stages:
+            self.stage(src, s, bound)
+        if not k.stages:
+            src("pass")
+
+    # ---- stages --------------------------------------------------------------------------------------
+    def values(self, src: Source, exprs: list[Expr], bound: set[str], varying: set[str]) -> list[str]:
+        """Emit temporaries for hoisted and shared subexpressions; return the expressions' spellings."""
+        names: dict[Expr, str] = {}
+        for sub in common(exprs):
+            t = self.emitter.tmp()
+            src(f"{t} = {self.emitter.expr(sub, names)}")
+            names[sub] = t
+        return [self.emitter.expr(e, names) for e in exprs]
+
+    def hoist(self, src: Source, exprs: list[Expr], loop_vars: set[str]) -> list[Expr]:
+        """Compute subexpressions that don't depend on `loop_vars` once, before the loop."""
+        inv = invariants(exprs, loop_vars)
+        if not inv:
+            return exprs
+        table: dict[Expr, Expr] = {}
+        for sub in inv:
+            t = self.emitter.tmp("h")
+            src(f"{t} = {self.emitter.expr(replace_top_down(sub, table))}")
+            table[sub] = Local(t, sub.dtype)
+        return [replace_top_down(e, table) for e in exprs]
+
+    def loops(self, src: Source, axes: tuple[Axis, ...]) -> int:
+        for j, a in enumerate(axes):
+            with _Indent(src, j):
+                src(f"for {a.name} in range({a.extent}):")
+        return len(axes)
+
+    def stage(self, src: Source, s, bound: set[str]) -> None:
+        if isinstance(s, Assign):
+            (v,) = self.values(src, [s.value], bound, set())
+            src(f"{s.local} = {v}")
+        elif isinstance(s, Store):
+            exprs = self.hoist(src, [*s.index, s.value], {a.name for a in s.axes}) if s.axes else [*s.index, s.value]
+            with _Indent(src, self.loops(src, s.axes)):
+                vals = self.values(src, exprs, bound, set())
+                src(f"{subscript(s.buf, vals[:-1])} = {vals[-1]}")
+        elif isinstance(s, Reduce):
+            self.reduce(src, s, bound)
+        elif isinstance(s, Contract):
+            (body,) = self.hoist(src, [Call("mul", (_acc(s.lhs, s.dtype), _acc(s.rhs, s.dtype)), s.dtype)],
+                                 {a.name for a in s.axes})
+            src(f"{s.local} = {self.emitter.const(0, s.dtype)}")
+            with _Indent(src, self.loops(src, s.axes)):
+                (v,) = self.values(src, [body], bound, set())
+                src(f"{s.local} += {v}")
+        elif isinstance(s, Scan):
+            self.scan(src, s)
+        elif isinstance(s, Sort):
+            self.sort(src, s)
+        elif isinstance(s, ScatterAdd):
+            with _Indent(src, self.loops(src, s.axes)):
+                vals = self.values(src, [*s.index, s.value], bound, set())
+                src(f"{subscript(s.buf, vals[:-1])} += {vals[-1]}")
+        else:
+            raise TypeError(type(s).__name__)
+
+    def reduce(self, src: Source, s: Reduce, bound: set[str]) -> None:
+        dt = s.dtype
+        inf = "inf" if is_float(dt) else None
+        c = self.emitter.const
+        init = {
+            "sum": c(0, dt), "prod": c(1, dt),
+            "max": c("-inf", dt) if inf else c(int(np.iinfo(dt).min) if is_int(dt) else False, dt),
+            "min": c("inf", dt) if inf else c(int(np.iinfo(dt).max) if is_int(dt) else True, dt),
+            "argmax": c("-inf", dt) if inf else c(int(np.iinfo(dt).min) if is_int(dt) else False, dt),
+            "argmin": c("inf", dt) if inf else c(int(np.iinfo(dt).max) if is_int(dt) else True, dt),
+            "any": "False", "all": "True",
+        }[s.kind]
+        body = s.body if s.body.dtype == dt or s.kind in ("any", "all") else Cast(s.body, dt)
+        (body,) = self.hoist(src, [body], {a.name for a in s.axes})
+        acc = s.local
+        src(f"{acc} = {init}")
+        if s.index_local:
+            src(f"{s.index_local} = 0")
+            src("_pos = 0")
+        with _Indent(src, self.loops(src, s.axes)):
+            (v,) = self.values(src, [body], bound, set())
+            if s.kind == "sum":
+                src(f"{acc} += {v}")
+            elif s.kind == "prod":
+                src(f"{acc} *= {v}")
+            elif s.kind in ("max", "min"):
+                if is_float(dt):
+                    src(f"{acc} = _xb_{'maximum' if s.kind == 'max' else 'minimum'}({acc}, {v})")
+                    self.helpers.add("runtime")
+                else:
+                    src(f"{acc} = {s.kind}({acc}, {v})")
+            elif s.kind == "any":
+                src(f"{acc} = {acc} or {v}")
+            elif s.kind == "all":
+                src(f"{acc} = {acc} and {v}")
+            else:
+                op = ">" if s.kind == "argmax" else "<"
+                src("_v = " + v)
+                nan = f" or (_v != _v and {acc} == {acc})" if is_float(dt) else ""
+                src(f"if _v {op} {acc}{nan}:")
+                with src.indent():
+                    src(f"{acc} = _v")
+                    src(f"{s.index_local} = _pos")
+                src("_pos += 1")
+
+    def scan(self, src: Source, s: Scan) -> None:
+        dt = s.dtype
+        c = self.emitter.const
+        init = {"sum": c(0, dt), "prod": c(1, dt),
+                "max": c("-inf", dt) if is_float(dt) else c(int(np.iinfo(dt).min), dt),
+                "min": c("inf", dt) if is_float(dt) else c(int(np.iinfo(dt).max), dt)}[s.kind]
+        src(f"_acc = {init}")
+        rng = f"range({s.axis.extent} - 1, -1, -1)" if s.reverse else f"range({s.axis.extent})"
+        src(f"for {s.axis.name} in {rng}:")
+        with src.indent():
+            vals = self.values(src, [*s.index, s.body], set(), set())
+            v = vals[-1]
+            if s.kind == "sum":
+                src(f"_acc += {v}")
+            elif s.kind == "prod":
+                src(f"_acc *= {v}")
+            else:
+                if is_float(dt):
+                    self.helpers.add("runtime")
+                    src(f"_acc = _xb_{'maximum' if s.kind == 'max' else 'minimum'}(_acc, {v})")
+                else:
+                    src(f"_acc = {s.kind}(_acc, {v})")
+            src(f"{subscript(s.buf, vals[:-1])} = _acc")
+
+    def sort(self, src: Source, s: Sort) -> None:
+        n = s.axis.extent
+        dt = s.body.dtype
+        src(f"_row = np.empty({n}, {NP_TYPES[dt]})")
+        src(f"for {s.axis.name} in range({n}):")
+        with src.indent():
+            (v,) = self.values(src, [s.body], set(), set())
+            src(f"_row[{s.axis.name}] = {v}")
+        if s.descending:
+            key = "~_row" if dt == "bool" else "-_row"
+            src(f'_order = np.argsort({key}, kind="mergesort")')
+        else:
+            src('_order = np.argsort(_row, kind="mergesort")')
+        src(f"for {s.axis.name} in range({n}):")
+        with src.indent():
+            idx = ", ".join(self.emitter.expr(i) for i in s.index)
+            if s.values_buf:
+                src(f"{s.values_buf}[{idx}] = _row[_order[{s.axis.name}]]")
+            if s.indices_buf:
+                src(f"{s.indices_buf}[{idx}] = _order[{s.axis.name}]")
+
+
+class _Indent:
+    def __init__(self, src: Source, n: int):
+        self.src, self.n = src, n
+
+    def __enter__(self):
+        self.src.depth += self.n
+
+    def __exit__(self, *a):
+        self.src.depth -= self.n
+
+
+def _acc(e: Expr, dtype: str) -> Expr:
+    return e if e.dtype == dtype else Cast(e, dtype)
+
+
+# ---- contractions -------------------------------------------------------------------------------------
+
+def _contract_roles(k: Kernel):
+    """(contract stage, batch axes, m axes, n axes) when the kernel is a contraction followed only by
+    per-point epilogue stages; None otherwise."""
+    if not k.stages or not isinstance(k.stages[0], Contract):
+        return None
+    if any(not isinstance(s, (Assign, Store)) or (isinstance(s, Store) and (s.axes or s.scope == "row"))
+           for s in k.stages[1:]):
+        return None
+    c = k.stages[0]
+    nb, nm, nn = c.roles
+    if nb + nm + nn != len(k.outer) or not nm or not nn:
+        return None
+    return c, list(k.outer[:nb]), list(k.outer[nb:nb + nm]), list(k.outer[nb + nm:])
+
+
+def _prod(axes) -> int:
+    return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
+
+
+class ContractWriter:
+    """BLAS (float32/float64) or blocked loops (integers) for `[Contract, epilogue...]` kernels."""
+
+    def __init__(self, w: ModuleWriter, k: Kernel, sched: Schedule):
+        self.w, self.k, self.sched = w, k, sched
+        self.c, self.batch, self.m, self.n = _contract_roles(k)
+        self.kaxes = self.c.axes
+
+    def text(self) -> str:
+        if self.c.dtype in ("float32", "float64") and self.sched.get("impl", "blas") == "blas":
+            return self.blas()
+        return self.loops()
+
+    def _view(self, e: Expr, rows, cols) -> str | None:
+        """A numpy view of a direct operand load as a [rows, cols] matrix (per batch), or None."""
+        if not isinstance(e, Load):
+            return None
+        buf = self.w.program.buffers.get(e.buf)
+        if buf is None or not all(isinstance(i, Idx) for i in e.index):
+            return None
+        names = [i.name for i in e.index]
+        b_names = [a.name for a in self.batch if a.name in names]
+        r_names, c_names = [a.name for a in rows], [a.name for a in cols]
+        if sorted(names) != sorted(b_names + r_names + c_names) or len(set(names)) != len(names):
+            return None
+        extents = {a.name: a.extent for a in (*self.batch, *rows, *cols)}
+        if tuple(extents[nm] for nm in names) != tuple(buf.shape):
+            return None
+        lead = ", ".join(names[:len(b_names)])
+        base = f"{e.buf}[{lead}]" if b_names else e.buf
+        if names[:len(b_names)] != b_names:
+            return None
+        rest = names[len(b_names):]
+        R, C = _prod(rows), _prod(cols)
+        if rest == r_names + c_names:
+            return f"{base}.reshape({R}, {C})" if len(rest) != 2 else base
+        if rest == c_names + r_names:
+            return (f"{base}.reshape({C}, {R}).T" if len(rest) != 2 else f"{base}.T")
+        return None
+
+    def _pack(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
+        R, C = _prod(rows), _prod(cols)
+        src(f"for _p in numba.prange({R}):")
+        with src.indent():
+            rem = "_p"
+            for i, a in enumerate(rows):
+                inner = _prod(rows[i + 1:])
+                src(f"{a.name} = {rem} // {inner}" if i < len(rows) - 1 else f"{a.name} = {rem}")
+                if i < len(rows) - 1:
+                    src(f"_pr{i} = {rem} % {inner}")
+                    rem = f"_pr{i}"
+            depth = self.w.loops(src, tuple(cols))
+            with _Indent(src, depth):
+                flat = E.linear(tuple(a.var for a in cols), tuple(a.extent for a in cols))
+                (v,) = self.w.values(src, [_acc(e, dtype)], set(), set())
+                src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {v}")
+
+    def blas(self) -> str:
+        w, k, c = self.w, self.k, self.c
+        dt = c.dtype
+        src = Source()
+        src(w.decorator(True))
+        src(f"def {k.name}({', '.join(w.params(k))}):")
+        M, N, K = _prod(self.m), _prod(self.n), _prod(self.kaxes)
+        B = _prod(self.batch)
+        lhs_b = bool({a.name for a in self.batch} & E.free_indices(c.lhs))
+        rhs_b = bool({a.name for a in self.batch} & E.free_indices(c.rhs))
+        direct_out = self._direct_out()
+        with src.indent():
+            lview = self._view(_acc(c.lhs, dt), self.m, self.kaxes) if c.lhs.dtype == dt else None
+            rview = self._view(_acc(c.rhs, dt), self.kaxes, self.n) if c.rhs.dtype == dt else None
+            if lview is None:
+                src(f"_A = np.empty(({M}, {K}), {NP_TYPES[dt]})")
+            if rview is None:
+                src(f"_B = np.empty(({K}, {N}), {NP_TYPES[dt]})")
+            if direct_out is None:
+                src(f"_C = np.empty(({M}, {N}), {NP_TYPES[dt]})")
+            if lview is None and not lhs_b:
+                self._pack(src, "_A", c.lhs, self.m, self.kaxes, dt)
+            if rview is None and not rhs_b:
+                self._pack_rhs(src, c.rhs, dt)
+            src(f"for _b in range({B}):")
+            with src.indent():
+                rem = "_b"
+                for i, a in enumerate(self.batch):
+                    inner = _prod(self.batch[i + 1:])
+                    src(f"{a.name} = {rem} // {inner}" if i < len(self.batch) - 1 else f"{a.name} = {rem}")
+                    if i < len(self.batch) - 1:
+                        src(f"_br{i} = {rem} % {inner}")
+                        rem = f"_br{i}"
+                if lview is None and lhs_b:
+                    self._pack(src, "_A", c.lhs, self.m, self.kaxes, dt)
+                if rview is None and rhs_b:
+                    self._pack_rhs(src, c.rhs, dt)
+                a_ = lview or "_A"
+                b_ = rview or "_B"
+                out = direct_out or "_C"
+                src(f"np.dot({a_}, {b_}, {out})")
+                if direct_out is None:
+                    self._epilogue(src, "_C")
+        return src.text()
+
+    def _pack_rhs(self, src: Source, e: Expr, dt: str) -> None:
+        """Pack B[k, n] with k outer (parallel) so reads along n stay contiguous when they are."""
+        K = _prod(self.kaxes)
+        src(f"for _p in numba.prange({K}):")
+        with src.indent():
+            rem = "_p"
+            for i, a in enumerate(self.kaxes):
+                inner = _prod(self.kaxes[i + 1:])
+                src(f"{a.name} = {rem} // {inner}" if i < len(self.kaxes) - 1 else f"{a.name} = {rem}")
+                if i < len(self.kaxes) - 1:
+                    src(f"_pk{i} = {rem} % {inner}")
+                    rem = f"_pk{i}"
+            (e2,) = self.w.hoist(src, [_acc(e, dt)], {a.name for a in self.n})
+            depth = self.w.loops(src, tuple(self.n))
+            with _Indent(src, depth):
+                flat = E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n))
+                (v,) = self.w.values(src, [e2], set(), set())
+                src(f"_B[_p, {self.w.emitter.expr(flat)}] = {v}")
+
+    def _direct_out(self) -> str | None:
+        """When the epilogue is a plain store of the accumulator, BLAS writes straight into the output."""
+        st = self.k.stages[1:]
+        if len(st) != 1 or not isinstance(st[0], Store):
+            return None
+        s = st[0]
+        if not (isinstance(s.value, Local) and s.value.name == self.c.local):
+            return None
+        if tuple(s.index) != tuple(a.var for a in self.k.outer):
+            return None
+        buf = self.w.program.buffers[s.buf]
+        if buf.dtype != self.c.dtype:
+            return None
+        base = f"{s.buf}[{', '.join(a.name for a in self.batch)}]" if self.batch else s.buf
+        M, N = _prod(self.m), _prod(self.n)
+        return base if len(self.m) == 1 and len(self.n) == 1 else f"{base}.reshape({M}, {N})"
+
+    def _epilogue(self, src: Source, cbuf: str) -> None:
+        M = _prod(self.m)
+        src(f"for _p in numba.prange({M}):")
+        with src.indent():
+            rem = "_p"
+            for i, a in enumerate(self.m):
+                inner = _prod(self.m[i + 1:])
+                src(f"{a.name} = {rem} // {inner}" if i < len(self.m) - 1 else f"{a.name} = {rem}")
+                if i < len(self.m) - 1:
+                    src(f"_er{i} = {rem} % {inner}")
+                    rem = f"_er{i}"
+            nflat = E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n))
+            acc = Load(cbuf, (Idx("_p"), nflat), self.c.dtype)
+            stages = [s.replace(lambda e: e.map(
+                lambda x: acc if isinstance(x, Local) and x.name == self.c.local else None)) for s in self.k.stages[1:]]
+            exprs = [x for s in stages for x in s.exprs()]
+            inner = {a.name for a in self.n} | {s.local for s in stages if isinstance(s, Assign)}
+            hoisted = self.w.hoist(src, exprs, inner)
+            depth = self.w.loops(src, tuple(self.n))
+            with _Indent(src, depth):
+                it = iter(hoisted)
+                for s in stages:
+                    n_exprs = len(s.exprs())
+                    es = [next(it) for _ in range(n_exprs)]
+                    vals = self.w.values(src, es, set(), set())
+                    if isinstance(s, Assign):
+                        src(f"{s.local} = {vals[0]}")
+                    else:
+                        src(f"{subscript(s.buf, vals[:-1])} = {vals[-1]}")
+
+    def loops(self) -> str:
+        """Blocked i-k-j loops: one accumulator row per (batch, m) point, k outer, n inner."""
+        w, k, c = self.w, self.k, self.c
+        src = Source()
+        src(w.decorator(True))
+        src(f"def {k.name}({', '.join(w.params(k))}):")
+        N = _prod(self.n)
+        pts = self.batch + self.m
+        with src.indent():
+            bound = w.open_outer(src, tuple(pts), len(pts), True)
+            with src.indent():
+                src(f"_acc = np.zeros({N}, {NP_TYPES[c.dtype]})")
+                lhs, rhs = _acc(c.lhs, c.dtype), _acc(c.rhs, c.dtype)
+                depth = w.loops(src, tuple(self.kaxes))
+                with _Indent(src, depth):
+                    (a,) = w.values(src, [lhs], bound, set())
+                    src(f"_a = {a}")
+                    d2 = w.loops(src, tuple(self.n))
+                    with _Indent(src, d2):
+                        nflat = E.linear(tuple(x.var for x in self.n), tuple(x.extent for x in self.n))
+                        (b,) = w.values(src, [rhs], bound, set())
+                        src(f"_acc[{w.emitter.expr(nflat)}] += _a * {b}")
+                d3 = w.loops(src, tuple(self.n))
+                with _Indent(src, d3):
+                    nflat = E.linear(tuple(x.var for x in self.n), tuple(x.extent for x in self.n))
+                    src(f"{c.local} = _acc[{w.emitter.expr(nflat)}]")
+                    for s in k.stages[1:]:
+                        w.stage(src, s, bound)
+        return src.text()
+
+
+ERFINV = '''
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_erfinv(y):
+    """Inverse error function: an initial guess refined by Newton steps on erf (float64 inside)."""
+    x = float(y)
+    if x <= -1.0:
+        return -math.inf if x == -1.0 else math.nan
+    if x >= 1.0:
+        return math.inf if x == 1.0 else math.nan
+    w = -math.log((1.0 - x) * (1.0 + x))
+    g = math.copysign(math.sqrt(max(w - math.log(w + 1e-300) * 0.5, 0.0)), x) if w > 5.0 else x * (0.886226925 + 0.23201366 * x * x + 0.12755617 * x ** 4)
+    for _ in range(4):
+        g -= (math.erf(g) - x) / (1.1283791670955126 * math.exp(-g * g))
+    return g
+'''
+
+
+def needs_collapse(outer: tuple[Axis, ...], threads: int) -> int:
+    """How many leading outer axes to flatten so the parallel loop has work for every thread."""
+    n, c = 1, 0
+    for a in outer:
+        n *= a.extent
+        c += 1
+        if n >= 4 * threads:
+            break
+    return max(c, 1)
+

@@ -1,0 +1,195 @@
+"""Shared by the backends that generate Python source (cpu with numba, cuda with numba-cuda): turning loop-IR
+scalar expressions into Python expressions, with typed constants, common-subexpression temporaries and
+loop-invariant hoisting. Each backend supplies its own table of function spellings."""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Callable
+
+from ..dtypes import is_float
+from ..ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
+
+NP_TYPES = {"float32": "np.float32", "float64": "np.float64", "int8": "np.int8", "uint8": "np.uint8",
+            "int16": "np.int16", "int32": "np.int32", "int64": "np.int64", "bool": "np.bool_"}
+
+INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "pow": "**",
+         "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "bitwise_and": "&",
+         "bitwise_or": "|", "bitwise_xor": "^", "logical_and": "&", "logical_or": "|", "logical_xor": "^",
+         "shl": "<<", "shr": ">>"}
+
+
+class Source:
+    """Lines of Python with indentation."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def __call__(self, line: str = "") -> None:
+        self.lines.append(("    " * self.depth + line) if line else "")
+
+    def indent(self):
+        src = self
+
+        class _Ctx:
+            def __enter__(self):
+                src.depth += 1
+
+            def __exit__(self, *a):
+                src.depth -= 1
+        return _Ctx()
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def subscript(buf: str, index: list[str]) -> str:
+    """`buf[i, j]`, or `buf[()]` for a 0-d array."""
+    return f"{buf}[{', '.join(index) if index else '()'}]"
+
+
+def _sanitize(value) -> str:
+    s = repr(value).replace("-", "m").replace(".", "p").replace("+", "")
+    return re.sub(r"[^0-9A-Za-z_]", "_", s)
+
+
+class Emitter:
+    """Python expressions for one generated module.
+
+    `functions(name, dtype, args) -> str` spells a scalar function call for this backend (or None to use
+    the default infix/np spelling)."""
+
+    def __init__(self, functions: Callable[[str, str, list[str], list[str]], str | None]):
+        self.functions = functions
+        self.constants: dict[tuple, str] = {}
+        self._tmp = itertools.count()
+
+    def const(self, value, dtype: str) -> str:
+        if dtype == "bool":
+            return "True" if value else "False"
+        if dtype == INDEX and isinstance(value, int):
+            return str(value)
+        key = (dtype, repr(value))
+        if key not in self.constants:
+            self.constants[key] = f"_{dtype[0]}{dtype[-2:] if dtype[-2:].isdigit() else ''}_{_sanitize(value)}"
+        return self.constants[key]
+
+    def constant_lines(self) -> list[str]:
+        out = []
+        for (dtype, value), name in self.constants.items():
+            v = value if value not in ("inf", "-inf", "nan") else f"float({value!r})"
+            out.append(f"{name} = {NP_TYPES[dtype]}({v})")
+        return out
+
+    def tmp(self, prefix: str = "t") -> str:
+        return f"{prefix}{next(self._tmp)}"
+
+    # ---- expressions ---------------------------------------------------------------------------------
+    def expr(self, e: Expr, names: dict[Expr, str] | None = None) -> str:
+        names = names or {}
+        if e in names:
+            return names[e]
+        if isinstance(e, Const):
+            v = e.value
+            if is_float(e.dtype):
+                v = float(v)
+                if v != v:
+                    return self.const("nan", e.dtype)
+                if v in (float("inf"), float("-inf")):
+                    return self.const("inf" if v > 0 else "-inf", e.dtype)
+            return self.const(v, e.dtype)
+        if isinstance(e, (Idx, Local)):
+            return e.name
+        if isinstance(e, Load):
+            return subscript(e.buf, [self.expr(i, names) for i in e.index])
+        if isinstance(e, Select):
+            return f"({self.expr(e.a, names)} if {self.expr(e.cond, names)} else {self.expr(e.b, names)})"
+        if isinstance(e, Cast):
+            src = e.x.dtype
+            x = self.expr(e.x, names)
+            if e.dtype == "bool":
+                return f"({x} != 0)"
+            if src == "bool" or e.dtype != src:
+                return f"{NP_TYPES[e.dtype]}({x})"
+            return x
+        if isinstance(e, Call):
+            args = [self.expr(a, names) for a in e.args]
+            arg_types = [a.dtype for a in e.args]
+            custom = self.functions(e.fn, e.dtype, args, arg_types)
+            if custom is not None:
+                return custom
+            if len(args) == 2 and e.fn in INFIX:
+                return f"({args[0]} {INFIX[e.fn]} {args[1]})"
+            if e.fn == "neg":
+                return f"(-{args[0]})"
+            if e.fn in ("minimum", "maximum") and e.dtype == INDEX:
+                return f"{e.fn[:3]}({args[0]}, {args[1]})"
+            raise NotImplementedError(f"no spelling for {e.fn} on {e.dtype}")
+        raise TypeError(f"cannot emit {type(e).__name__}")
+
+
+def replace_top_down(e: Expr, table: dict[Expr, Expr]) -> Expr:
+    if e in table:
+        return table[e]
+    kids = e.children()
+    if not kids:
+        return e
+    new = tuple(replace_top_down(c, table) for c in kids)
+    return e if new == kids else e._rebuild(new)
+
+
+def _nontrivial(e: Expr) -> bool:
+    return isinstance(e, (Call, Cast, Load, Select)) and not (
+        isinstance(e, Call) and e.dtype == INDEX and all(isinstance(a, (Idx, Const)) for a in e.args))
+
+
+def _visit_eager(e: Expr, f: Callable[[Expr], bool]) -> None:
+    """Visit nodes that are always evaluated (not inside a Select's branches); `f` returns False to stop."""
+    if not f(e):
+        return
+    if isinstance(e, Select):
+        _visit_eager(e.cond, f)
+        return
+    for c in e.children():
+        _visit_eager(c, f)
+
+
+def invariants(exprs: list[Expr], varying: set[str]) -> list[Expr]:
+    """Maximal non-trivial subexpressions that use none of the `varying` loop variables or locals."""
+    found: dict[Expr, None] = {}
+
+    def visit(n: Expr) -> bool:
+        if _nontrivial(n) and not ({i.name for i in n.walk() if isinstance(i, (Idx, Local))} & varying):
+            found.setdefault(n)
+            return False
+        return True
+
+    for e in exprs:
+        _visit_eager(e, visit)
+    return list(found)
+
+
+def common(exprs: list[Expr]) -> list[Expr]:
+    """Non-trivial subexpressions evaluated more than once, innermost first."""
+    counts: dict[Expr, int] = {}
+
+    def visit(n: Expr) -> bool:
+        if _nontrivial(n):
+            counts[n] = counts.get(n, 0) + 1
+            return counts[n] == 1
+        return True
+
+    for e in exprs:
+        _visit_eager(e, visit)
+    order: list[Expr] = []
+
+    def post(n: Expr):
+        for c in (n.children() if not isinstance(n, Select) else (n.cond,)):
+            post(c)
+        if counts.get(n, 0) > 1 and n not in order:
+            order.append(n)
+
+    for e in exprs:
+        post(e)
+    return order
