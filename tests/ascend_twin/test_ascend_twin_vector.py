@@ -77,13 +77,14 @@ def test_row_softmax_in_ub(libs):
 
 
 def test_datacopypad_moves_an_unaligned_tail_exactly(libs):
-    n = 1000  # three 256-float tiles and a 232-float (928-byte) tail
+    n = 1003  # three 256-float tiles and a 235-float (940-byte) tail
     x = RNG.standard_normal(n).astype(np.float32)
     y = np.full(n, -7.0, np.float32)
     res = libs["vector"].launch("scale_tail", 1, x, y, u32(n, 256))
     np.testing.assert_array_equal(y, 2 * x)
-    assert res.totals["mte2_bytes"] == 4000 and res.totals["mte3_bytes"] == 4000
+    assert res.totals["mte2_bytes"] == 4012 and res.totals["mte3_bytes"] == 4012
     assert res.totals["datacopy_truncated"] == 0
+    assert res.totals["mte2_instr"] == 4 and res.totals["mte3_instr"] == 4
 
 
 def test_datacopypad_padding_value_and_dummy_fill(libs):

@@ -36,18 +36,18 @@ extern "C" __global__ __aicore__ void misaligned_add(GM_ADDR x) {
     Add(t[3], t[256], t[512], 64);
 }
 
-// DataCopy of 1000 floats: 4000 bytes is not a multiple of 32, so 992 elements move each way.
+// DataCopy of 1003 floats: 4012 bytes is not a multiple of 32, so 1000 elements move each way.
 extern "C" __global__ __aicore__ void copy_tail_truncated(GM_ADDR x, GM_ADDR y) {
     TPipe pipe;
     TBuf<TPosition::VECCALC> buf;
     pipe.InitBuffer(buf, 1024 * sizeof(float));
     GlobalTensor<float> xGm, yGm;
-    xGm.SetGlobalBuffer((__gm__ float*)x, 1000);
-    yGm.SetGlobalBuffer((__gm__ float*)y, 1000);
+    xGm.SetGlobalBuffer((__gm__ float*)x, 1003);
+    yGm.SetGlobalBuffer((__gm__ float*)y, 1003);
     LocalTensor<float> t = buf.Get<float>();
-    DataCopy(t, xGm, 1000);
-    Muls(t, t, 2.0f, 1000);
-    DataCopy(yGm, t, 1000);
+    DataCopy(t, xGm, 1003);
+    Muls(t, t, 2.0f, 1003);
+    DataCopy(yGm, t, 1003);
 }
 
 extern "C" __global__ __aicore__ void deque_empty(GM_ADDR x) {

@@ -299,7 +299,8 @@ def build(source: str, *, name: str, extra_flags: Sequence[str] = ()) -> TwinLib
     cmd = [cxx, *flags, f"-I{INCLUDE_DIR}", str(src_path), "-o", tmp]
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True,
+                              env={**os.environ, "LC_ALL": "C"})  # plain ASCII diagnostics
         if proc.returncode != 0:
             raise TwinCompileError(_compile_message(name, src_path, source, proc.stderr), stderr=proc.stderr,
                                    source_path=src_path)

@@ -177,13 +177,16 @@ inline void count_vec(Op op, uint64_t repeats, uint64_t elems) {
     c.vec_instr_by_op[static_cast<int>(op)] += repeats;
 }
 
-// Which GM region holds [p, p + bytes)? Returns nullptr when p is in none.
+// Which GM region holds p (or ends exactly at p)? Returns nullptr when p is in none.
 inline const GmRegion* find_region(const void* p) {
     const auto* gm = ctx().gm;
     if (gm == nullptr) return nullptr;
     auto* b = static_cast<const uint8_t*>(p);
     for (const auto& r : *gm) {
         if (b >= r.begin && b < r.begin + r.bytes) return &r;
+    }
+    for (const auto& r : *gm) {
+        if (b == r.begin + r.bytes) return &r;  // one past the end: a view with nothing left
     }
     return nullptr;
 }
