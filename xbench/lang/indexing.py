@@ -22,8 +22,8 @@ def getitem(x: Tensor, key) -> Tensor:
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if consumed > x.ndim:
         raise _err(ShapeError, f"too many indices ({consumed}) for a tensor with {x.ndim} dims")
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
+    if any(k is Ellipsis for k in key):
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
         key = key[:i] + (slice(None),) * (x.ndim - consumed) + key[i + 1:]
     else:
         key = key + (slice(None),) * (x.ndim - consumed)

@@ -1,0 +1,65 @@
+"""`python -m xbench <command>`: demo (the quick-start story in a terminal), coverage (the library grid),
+backends (what is installed and usable here), cache (where the caches live, and clearing them)."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+
+
+def _demo(args) -> int:
+    from .demo import main
+    return main(quick=args.quick)
+
+
+def _backends(args) -> int:
+    from . import backends
+    for name in backends.names():
+        try:
+            ok, why = backends.get(name).available()
+        except Exception as exc:  # a broken plugin must not hide the others
+            ok, why = False, f"{type(exc).__name__}: {exc}"
+        print(f"{name:10s} {'ok ' if ok else 'no '} {why}")
+    return 0
+
+
+def _cache(args) -> int:
+    from .config import cache_dir
+    root = cache_dir()
+    if args.clear:
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"cleared {root}")
+    else:
+        print(root)
+    return 0
+
+
+def _coverage(args) -> int:
+    try:
+        from .library.coverage import main
+    except ImportError:
+        print("the coverage grid needs the library harness (xbench.library)", file=sys.stderr)
+        return 2
+    return main(args.rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="xbench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="the quick-start story, printed in the terminal")
+    p.add_argument("--quick", action="store_true", help="small sizes, fewer steps")
+    p.set_defaults(fn=_demo)
+    p = sub.add_parser("backends", help="installed backends and whether they run here")
+    p.set_defaults(fn=_backends)
+    p = sub.add_parser("cache", help="print the cache directory (or --clear it)")
+    p.add_argument("--clear", action="store_true")
+    p.set_defaults(fn=_cache)
+    p = sub.add_parser("coverage", help="operator x backend x dtype verification grid")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=_coverage)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The one timing protocol: warm up, repeat, report the median with its spread, flag noisy runs.
+
+Like `triton.testing.do_bench`, but for the host: each sample times a batch of calls long enough to be well above
+the clock's resolution; the median of the samples is the result and the interquartile range its spread.
+A run whose spread exceeds 10 % of the median is flagged noisy (never hidden: it is reported as such).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+NOISY = 0.10
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    samples: int
+    calls_per_sample: int
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median."""
+        return (self.q3_ms - self.q1_ms) / self.median_ms if self.median_ms else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        return self.spread > NOISY
+
+    def __str__(self) -> str:
+        flag = " (noisy)" if self.noisy else ""
+        return f"{self.median_ms:.3f} ms ±{self.spread * 50:.0f}%{flag}"
+
+
+def bench(fn: Callable[[], object], *, warmup: int = 2, samples: int = 7, min_sample_s: float = 0.02,
+          max_total_s: float = 10.0) -> Timing:
+    """Time `fn()` (call it with its arguments bound)."""
+    for _ in range(warmup):
+        fn()
+    t0 = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - t0, 1e-7)
+    calls = max(1, int(min_sample_s / once))
+    samples = max(3, min(samples, int(max_total_s / (once * calls)) or 3))
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) * 1e3 / calls)
+    q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
+    return Timing(statistics.median(times), q[0], q[2], min(times), len(times), calls)
