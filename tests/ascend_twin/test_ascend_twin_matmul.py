@@ -64,6 +64,21 @@ def test_matmul_transposed_b_through_init(libs):
     np.testing.assert_allclose(c, a.astype(np.float64) @ bt.astype(np.float64).T, rtol=1e-5, atol=1e-5)
 
 
+def test_matmul_with_tiling_passed_by_value(libs):
+    m, n, k = 48, 32, 40
+    a = RNG.standard_normal((m, k)).astype(np.float16)
+    b = RNG.standard_normal((k, n)).astype(np.float16)
+    c = np.zeros((m, n), np.float32)
+    tiling = cube_tiling(M=m, N=n, Ka=k, Kb=k, singleCoreM=m, singleCoreN=n, singleCoreK=k, baseM=48, baseN=32,
+                         baseK=48, stepM=1, stepN=1, stepKa=1, stepKb=1, depthA1=1, depthB1=1)
+    res = libs["matmul"].launch("matmul_by_value", 1, a, b, c, tiling)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)
+    assert res.totals["cube_macs"] == m * n * k
+    with pytest.raises(TwinError) as err:
+        libs["matmul"].launch("matmul_by_value", 1, a, b, c, bytes(tiling)[:64])
+    assert err.value.rule == "launch-args" and "struct of 128 bytes" in err.value.detail
+
+
 def test_illegal_tiling_names_the_broken_rules(libs):
     a, b, bias = operands()
     c = np.zeros((M, N), np.float32)

@@ -185,6 +185,15 @@ def test_compare_computes_whole_256_byte_repeats_only(libs):
     assert res.totals["compare_truncated"] == 1
 
 
+def test_compares_with_scalar_and_select_tensor_scalar_mode(libs):
+    n = 512  # 1024 bytes of half: four whole repeats
+    x = RNG.standard_normal(n).astype(np.float16)
+    z = np.full(n, 9.0, np.float16)
+    res = libs["vector"].launch("relu_select", 1, x, z, u32(n))
+    np.testing.assert_array_equal(z, np.maximum(x, np.float16(0)))
+    assert res.op_totals == {"Compares": 4, "Select": 4}
+
+
 def test_reduce_max_and_min_with_index(libs):
     n = 4000  # 31 full repeats of 128 halves and a partial one
     x = RNG.uniform(-10, 10, n).astype(np.float16)

@@ -65,6 +65,26 @@ extern "C" __global__ __aicore__ void matmul_bt(GM_ADDR a, GM_ADDR bt, GM_ADDR c
     mm.End();
 }
 
+// The newer direct-launch style: __cube__ entry, tiling passed by value, names through `matmul`.
+__global__ __cube__ void matmul_by_value(__gm__ uint8_t* a, __gm__ uint8_t* b, __gm__ uint8_t* c,
+                                         AscendC::tiling::TCubeTiling tiling) {
+    AscendC::TPipe pipe;
+    AscendC::GlobalTensor<half> aGlobal, bGlobal;
+    AscendC::GlobalTensor<float> cGlobal;
+    aGlobal.SetGlobalBuffer(reinterpret_cast<__gm__ half*>(a), tiling.M * tiling.Ka);
+    bGlobal.SetGlobalBuffer(reinterpret_cast<__gm__ half*>(b), tiling.Kb * tiling.N);
+    cGlobal.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(c), tiling.M * tiling.N);
+    matmul::Matmul<matmul::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, half>,
+                   matmul::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, half>,
+                   matmul::MatmulType<AscendC::TPosition::GM, CubeFormat::ND, float>> mm;
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    mm.SetOrgShape(tiling.M, tiling.N, tiling.Ka, tiling.Kb);
+    mm.SetTensorA(aGlobal);
+    mm.SetTensorB(bGlobal);
+    mm.IterateAll(cGlobal);
+    mm.End();
+}
+
 // Broken: transposes B although its MatmulType does not allow it.
 extern "C" __global__ __aicore__ void matmul_bt_without_istrans(GM_ADDR a, GM_ADDR bt, GM_ADDR c, GM_ADDR tilingGm) {
     TCubeTiling tiling;
@@ -85,5 +105,6 @@ extern "C" __global__ __aicore__ void matmul_bt_without_istrans(GM_ADDR a, GM_AD
 #ifdef XBENCH_TWIN
 XBENCH_TWIN_LAUNCH(matmul_bias)
 XBENCH_TWIN_LAUNCH(matmul_bt)
+XBENCH_TWIN_LAUNCH(matmul_by_value)
 XBENCH_TWIN_LAUNCH(matmul_bt_without_istrans)
 #endif

@@ -275,6 +275,25 @@ extern "C" __global__ __aicore__ void select_max(GM_ADDR x, GM_ADDR y, GM_ADDR z
     DataCopy(zGm, zl, n);
 }
 
+// Compares against a scalar + Select in tensor-scalar mode = relu.
+extern "C" __global__ __aicore__ void relu_select(GM_ADDR x, GM_ADDR z, GM_ADDR tiling) {
+    uint32_t n = *reinterpret_cast<__gm__ uint32_t*>(tiling);
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> xb, zb, mb;
+    pipe.InitBuffer(xb, n * sizeof(half));
+    pipe.InitBuffer(zb, n * sizeof(half));
+    pipe.InitBuffer(mb, n / 8 + 32);
+    GlobalTensor<half> xGm, zGm;
+    xGm.SetGlobalBuffer((__gm__ half*)x, n);
+    zGm.SetGlobalBuffer((__gm__ half*)z, n);
+    LocalTensor<half> xl = xb.Get<half>(), zl = zb.Get<half>();
+    LocalTensor<uint8_t> mask = mb.Get<uint8_t>();
+    DataCopy(xl, xGm, n);
+    Compares(mask, xl, static_cast<half>(0.0f), CMPMODE::GT, n);
+    Select(zl, mask, xl, static_cast<half>(0.0f), SELMODE::VSEL_TENSOR_SCALAR_MODE, n);
+    DataCopy(zGm, zl, n);
+}
+
 // ------------------------------------------------------------------ ReduceMax / ReduceMin with index (half)
 extern "C" __global__ __aicore__ void reduce_index(GM_ADDR x, GM_ADDR out, GM_ADDR tiling) {
     uint32_t n = *reinterpret_cast<__gm__ uint32_t*>(tiling);  // multiple of 16
@@ -382,6 +401,7 @@ XBENCH_TWIN_LAUNCH(cast_f16_f32)
 XBENCH_TWIN_LAUNCH(cast_f32_i32)
 XBENCH_TWIN_LAUNCH(cast_f32_bf16)
 XBENCH_TWIN_LAUNCH(select_max)
+XBENCH_TWIN_LAUNCH(relu_select)
 XBENCH_TWIN_LAUNCH(reduce_index)
 XBENCH_TWIN_LAUNCH(ops_float)
 XBENCH_TWIN_LAUNCH(ops_half)

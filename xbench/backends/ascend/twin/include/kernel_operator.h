@@ -17,7 +17,9 @@
 // copies it into a local struct (e.g. `for (i...) ((uint32_t*)&t)[i] = ((__gm__ uint32_t*)tiling)[i];`).
 // Reasons: one uniform ABI (an array of pointers) for every kernel, the host passes plain bytes, the twin
 // bounds-checks the tiling like any GM buffer, and the same source builds with CANN. (A trivially copyable
-// struct parameter passed by value also works: the runner then passes its bytes.)
+// struct parameter passed by value also works -- e.g. the newer official style
+// `__global__ __cube__ void mm(GM_ADDR a, GM_ADDR b, GM_ADDR c, AscendC::tiling::TCubeTiling tiling)` --
+// the runner then passes its bytes; `__vector__`, `__cube__` and `__mix__(c, v)` qualifiers are accepted.)
 //
 //     extern "C" int xbench_launch_<name>(uint32_t blockDim, void** args, const uint64_t* argBytes,
 //                                         uint32_t nargs, const XbenchTwinConfig* cfg,
@@ -52,7 +54,8 @@
 //       Exp Ln Abs Sqrt Rsqrt Reciprocal (half, float), Relu (half, int32_t, float), Duplicate(dst, scalar, n),
 //       Axpy(dst, src, scalar, n), Cast(dst, src, RoundMode, n) (the Atlas A2 type pairs and modes),
 //       ReduceSum / ReduceMax / ReduceMin(dst, src, sharedTmpBuffer, count[, calIndex]),
-//       Compare(dstMask, a, b, CMPMODE, count), Select(dst, mask, a, b | scalar, SELMODE, count)
+//       Compare(dstMask, a, b, CMPMODE, count), Compares(dstMask, a, scalar, CMPMODE, count),
+//       Select(dst, mask, a, b | scalar, SELMODE, count)
 //   Types: half (= _Float16), bfloat16_t (16-bit struct, float -> bf16 rounds to nearest even), float,
 //       int8_t .. uint64_t.
 //   Cube: lib/matmul_intf.h (Matmul high-level API) and kernel_tiling/kernel_tiling.h (TCubeTiling).
@@ -70,6 +73,7 @@
 //   AllocTensor outstanding than the queue's buffers), free-twice, free-foreign, free-enqueued,
 //   use-after-free, use-while-enqueued, queue-uninitialized, uninitialized-tensor
 //   datacopy-params    DataCopyPad blockLen not a multiple of sizeof(T), padding over 32 bytes
+//   reduce-workspace   ReduceMax/ReduceMin sharedTmpBuffer smaller than the documented minimum
 //   cast-round-mode    a rounding mode the type pair does not accept
 //   cube-tiling        TCubeTiling against the documented rules and L1/L0A/L0B/L0C (cfg) capacities
 //   matmul-usage       Matmul calls out of order or inconsistent with the MatmulType / tiling

@@ -13,15 +13,17 @@
     X(iterateOrder) X(dbL0A) X(dbL0B) X(dbL0C) X(shareMode) X(shareL1Size) X(shareL0CSize) X(shareUbSize)  \
     X(batchM) X(batchN) X(singleBatchM) X(singleBatchN) X(mxTypePara)
 
+namespace AscendC {
+namespace tiling {
 struct TCubeTiling {
 #define XBENCH_TWIN_TILING_FIELD_(n) int32_t n;
     XBENCH_TWIN_TCUBETILING_FIELDS(XBENCH_TWIN_TILING_FIELD_)
 #undef XBENCH_TWIN_TILING_FIELD_
 };
+}  // namespace tiling
+}  // namespace AscendC
 
-namespace AscendC {
-using ::TCubeTiling;
-}
+using AscendC::tiling::TCubeTiling;  // the legacy global name
 
 extern "C" __attribute__((weak)) const char* xbench_twin_tcubetiling_fields() {
 #define XBENCH_TWIN_TILING_NAME_(n) #n ","

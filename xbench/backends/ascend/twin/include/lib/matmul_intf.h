@@ -345,13 +345,7 @@ private:
 
 }  // namespace AscendC
 
-namespace matmul {
-using AscendC::Matmul;
-using AscendC::MatmulConfig;
-using AscendC::MatmulType;
-using AscendC::CFG_MDL;
-using AscendC::CFG_NORM;
-}  // namespace matmul
+namespace matmul = AscendC;
 
 namespace xbench_twin {
 inline const TCubeTiling* tiling_ptr(const TCubeTiling* p) { return p; }

@@ -84,7 +84,7 @@ typedef struct XbenchTwinStatus {
 #define XBENCH_TWIN_OPS(X)                                                                         \
     X(Add) X(Sub) X(Mul) X(Div) X(Max) X(Min) X(And) X(Or) X(Adds) X(Muls) X(Maxs) X(Mins)          \
     X(Exp) X(Ln) X(Abs) X(Sqrt) X(Rsqrt) X(Reciprocal) X(Relu) X(Not) X(Duplicate) X(Cast)          \
-    X(ReduceSum) X(ReduceMax) X(ReduceMin) X(Compare) X(Select) X(Axpy)
+    X(ReduceSum) X(ReduceMax) X(ReduceMin) X(Compare) X(Compares) X(Select) X(Axpy)
 
 namespace xbench_twin {
 

@@ -15,7 +15,10 @@ __aicore__ inline int64_t GetBlockIdx() { return xbench_twin::ctx().block; }
 __aicore__ inline int64_t GetBlockNum() { return xbench_twin::ctx().nblocks; }
 __aicore__ inline int64_t GetSubBlockIdx() { return 0; }
 __aicore__ inline int64_t GetSubBlockNum() { return 1; }
-__aicore__ inline __gm__ uint8_t* GetSysWorkSpacePtr() { return xbench_twin::ctx().sys_workspace; }
+__aicore__ inline __gm__ uint8_t* GetSysWorkSpacePtr() {
+    auto& c = xbench_twin::ctx();
+    return c.user_workspace != nullptr ? c.user_workspace : c.sys_workspace;
+}
 __aicore__ inline void SetSysWorkspace(GM_ADDR workspace) {
     if (workspace != nullptr) xbench_twin::ctx().user_workspace = workspace;
 }

@@ -20,6 +20,15 @@
 #ifndef __inout_pipe__
 #define __inout_pipe__(pipe)
 #endif
+#ifndef __vector__
+#define __vector__
+#endif
+#ifndef __cube__
+#define __cube__
+#endif
+#ifndef __mix__
+#define __mix__(cube, vector)
+#endif
 #ifndef KERNEL_TASK_TYPE_DEFAULT
 #define KERNEL_TASK_TYPE_DEFAULT(type)
 #endif
@@ -83,10 +92,11 @@ enum class RoundMode : uint8_t {
 };
 enum class CMPMODE : uint8_t { LT = 0, GT, EQ, LE, GE, NE };
 enum class SELMODE : uint8_t { VSEL_CMPMASK_SPR = 0, VSEL_TENSOR_SCALAR_MODE, VSEL_TENSOR_TENSOR_MODE };
-enum class CubeFormat : uint8_t { ND = 0, NZ, ZN, ZZ, NN, ND_ALIGN, SCALAR, VECTOR, ROW_MAJOR = ND, COLUMN_MAJOR };
-enum class LayoutMode : uint8_t { NONE = 0, BSNGD, SBNGD, BNGS1S2, NORMAL };
-
 }  // namespace AscendC
+
+// Matmul data formats and batch layouts are global enums, as in the real headers.
+enum class CubeFormat { ND = 0, NZ, ZN, ZZ, NN, ND_ALIGN, SCALAR, VECTOR, ROW_MAJOR = ND, COLUMN_MAJOR = 8 };
+enum class LayoutMode { NONE = 0, BSNGD, SBNGD, BNGS1S2, NORMAL };
 
 namespace xbench_twin {
 

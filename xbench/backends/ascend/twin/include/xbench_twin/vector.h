@@ -319,28 +319,33 @@ __aicore__ inline void ReduceMin(const LocalTensor<T>& dst, const LocalTensor<T>
 }
 
 // ------------------------------------------------------------------------------------------ compare / select
-// Compare writes one bit per element, least significant bit first. Only whole 256-byte repeats are
-// computed: the bits of a tail beyond count * sizeof(T) rounded down to 256 bytes stay as they were.
-template <typename T, typename U>
-__aicore__ inline void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,
-                               CMPMODE cmpMode, uint32_t count) {
-    static_assert(xbench_twin::one_of_v<T, half, float, int32_t>, "Compare on Atlas A2 supports half, float, int32_t");
-    static_assert(xbench_twin::one_of_v<U, int8_t, uint8_t>, "Compare writes its bit mask to int8_t or uint8_t");
-    using namespace xbench_twin;
-    const char* api = "Compare";
+}  // namespace AscendC
+
+namespace xbench_twin {
+
+// Compare / Compares write one bit per element, least significant bit first. Only whole 256-byte repeats
+// are computed: the bits of a tail beyond count * sizeof(T) rounded down to 256 bytes stay as they were.
+template <class T, class U, class Src1>
+void compare_impl(Op op, const char* api, const AscendC::LocalTensor<U>& dst, const AscendC::LocalTensor<T>& src0,
+                  const Src1& src1, AscendC::CMPMODE cmpMode, uint32_t count) {
+    using AscendC::CMPMODE;
     if (std::is_same_v<T, int32_t> && cmpMode != CMPMODE::EQ) {
-        fail("vector-args", "Compare on int32_t supports only CMPMODE::EQ on Atlas A2");
+        fail("vector-args", cat(api, " on int32_t supports only CMPMODE::EQ on Atlas A2"));
     }
     const uint64_t n = static_cast<uint64_t>(count) * sizeof(T) / 256 * 256 / sizeof(T);
     if (n < count) counters().compare_truncated += 1;
     if (n == 0) return;
     const T* x = ub_operand(src0, n * sizeof(T), api, "src0");
-    const T* y = ub_operand(src1, n * sizeof(T), api, "src1");
+    const T* y = nullptr;
+    if constexpr (!std::is_same_v<Src1, T>) y = ub_operand(src1, n * sizeof(T), api, "src1");
     auto* d = reinterpret_cast<uint8_t*>(ub_operand(dst, n / 8, api, "dst"));
     for (uint64_t i = 0; i < n; i += 8) {
         uint8_t bits = 0;
         for (uint64_t k = 0; k < 8; ++k) {
-            auto a = static_cast<Arith<T>>(x[i + k]), b = static_cast<Arith<T>>(y[i + k]);
+            const auto a = static_cast<Arith<T>>(x[i + k]);
+            Arith<T> b;
+            if constexpr (std::is_same_v<Src1, T>) b = static_cast<Arith<T>>(src1);
+            else b = static_cast<Arith<T>>(y[i + k]);
             bool r = false;
             switch (cmpMode) {
                 case CMPMODE::LT: r = a < b; break;
@@ -354,7 +359,28 @@ __aicore__ inline void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& 
         }
         d[i / 8] = bits;
     }
-    count_vec(Op::Compare, vec_repeats<T>(n), n);
+    count_vec(op, vec_repeats<T>(n), n);
+}
+
+}  // namespace xbench_twin
+
+namespace AscendC {
+
+template <typename T, typename U>
+__aicore__ inline void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,
+                               CMPMODE cmpMode, uint32_t count) {
+    static_assert(xbench_twin::one_of_v<T, half, float, int32_t>, "Compare on Atlas A2 supports half, float, int32_t");
+    static_assert(xbench_twin::one_of_v<U, int8_t, uint8_t>, "Compare writes its bit mask to int8_t or uint8_t");
+    xbench_twin::compare_impl(xbench_twin::Op::Compare, "Compare", dst, src0, src1, cmpMode, count);
+}
+
+// Compares: src0 against a scalar.
+template <typename T, typename U>
+__aicore__ inline void Compares(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const T src1Scalar,
+                                CMPMODE cmpMode, uint32_t count) {
+    static_assert(xbench_twin::one_of_v<T, half, float, int32_t>, "Compares on Atlas A2 supports half, float, int32_t");
+    static_assert(std::is_same_v<U, uint8_t>, "Compares writes its bit mask to uint8_t on Atlas A2");
+    xbench_twin::compare_impl(xbench_twin::Op::Compares, "Compares", dst, src0, src1Scalar, cmpMode, count);
 }
 
 }  // namespace AscendC
