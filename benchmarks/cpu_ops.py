@@ -1,0 +1,214 @@
+"""xbench-cpu against numpy, PyTorch eager and torch.compile, in one process, one after the other.
+
+    .venv/bin/python benchmarks/cpu_ops.py [--quick] [--only softmax,matmul1024] [--no-compile]
+
+For each operator: the median time of each contender (xbench's timing protocol: warm-up, repeated samples,
+median and spread, noisy runs flagged), the ratio of each peer's time to xbench's (>1 means xbench is faster),
+and xbench's % of this machine's limit measured in the same run: memory bandwidth (STREAM triad, all cores)
+for the row-wise and elementwise ops, peak FLOP/s (xbench's own FMA kernel) for the contractions. Then the
+compile-time story: cold compile (empty cache, new process) and warm start (second process) per operator.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import numpy as np
+
+import xbench as xb
+from xbench.profile.timing import bench
+
+ops = xb.ops
+rng = np.random.default_rng(0)
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# ---- the cases: (name, xbench callable, numpy callable, torch callable factory, bytes moved, flops) ----------
+
+def _np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _np_layernorm(x, w, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    xc = x - mu
+    return xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + eps) * w + b
+
+
+def _np_rmsnorm(x, w, eps=1e-6):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def _np_gelu(x):
+    from scipy.special import erf
+    return 0.5 * x * (1 + erf(x * np.float32(0.70710678)))
+
+
+def _np_attention(q, k, v):
+    s = q @ np.swapaxes(k, -1, -2) * np.float32(1 / math.sqrt(q.shape[-1]))
+    return _np_softmax(s) @ v
+
+
+def _np_conv2d(x, w):
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))     # n c h w r s
+    return np.einsum("nchwrs,kcrs->nkhw", win, w, optimize=True)
+
+
+def cases(quick: bool):
+    n = 1024 if quick else 4096
+    x, w, b = f32(n, n), f32(n), f32(n)
+    rowbytes = 2 * x.nbytes
+    out = []
+    out.append(("softmax", lambda: ops.softmax(x), lambda: _np_softmax(x),
+                lambda t: (lambda tx: (lambda: t.softmax(tx, -1)))(t.from_numpy(x)), rowbytes, 0))
+    out.append(("layernorm", lambda: ops.layer_norm(x, n, w, b), lambda: _np_layernorm(x, w, b),
+                lambda t: (lambda tx, tw, tb: (lambda: t.nn.functional.layer_norm(tx, (n,), tw, tb)))(
+                    t.from_numpy(x), t.from_numpy(w), t.from_numpy(b)), rowbytes, 0))
+    out.append(("rmsnorm", lambda: ops.rms_norm(x, n, w), lambda: _np_rmsnorm(x, w),
+                lambda t: (lambda tx, tw: (lambda: t.nn.functional.rms_norm(tx, (n,), tw)))(
+                    t.from_numpy(x), t.from_numpy(w)), rowbytes, 0))
+    out.append(("gelu", lambda: ops.gelu(x), lambda: _np_gelu(x),
+                lambda t: (lambda tx: (lambda: t.nn.functional.gelu(tx)))(t.from_numpy(x)), rowbytes, 0))
+    out.append(("bias_gelu", lambda: ops.bias_gelu(x, b), lambda: _np_gelu(x + b),
+                lambda t: (lambda tx, tb: (lambda: t.nn.functional.gelu(tx + tb)))(t.from_numpy(x),
+                                                                                    t.from_numpy(b)),
+                rowbytes, 0))
+    for m in ((256, 512) if quick else (1024, 2048)):
+        a, c = f32(m, m), f32(m, m)
+        out.append((f"matmul{m}", (lambda a, c: lambda: ops.mm(a, c))(a, c), (lambda a, c: lambda: a @ c)(a, c),
+                    (lambda a, c: lambda t: (lambda ta, tc: (lambda: t.mm(ta, tc)))(t.from_numpy(a),
+                                                                                  t.from_numpy(c)))(a, c),
+                    3 * a.nbytes, 2 * m ** 3))
+    bb, hh, ss, dd = (2, 4, 256, 64) if quick else (8, 8, 512, 64)
+    q, k, v = f32(bb, hh, ss, dd), f32(bb, hh, ss, dd), f32(bb, hh, ss, dd)
+    out.append(("attention", lambda: ops.scaled_dot_product_attention(q, k, v), lambda: _np_attention(q, k, v),
+                lambda t: (lambda tq, tk, tv: (lambda: t.softmax(tq @ tk.transpose(-1, -2) * (1 / math.sqrt(dd)),
+                                                                  -1) @ tv))(
+                    t.from_numpy(q), t.from_numpy(k), t.from_numpy(v)),
+                4 * q.nbytes, 4 * bb * hh * ss * ss * dd))
+    nb = 2 if quick else 8
+    xi, wc = f32(nb, 64, 56, 56), f32(64, 64, 3, 3)
+    out.append(("conv2d", lambda: ops.conv2d(xi, wc, None, 1, 1), lambda: _np_conv2d(xi, wc),
+                lambda t: (lambda tx, tw: (lambda: t.nn.functional.conv2d(tx, tw, None, 1, 1)))(
+                    t.from_numpy(xi), t.from_numpy(wc)),
+                2 * xi.nbytes + wc.nbytes, 2 * nb * 64 * 56 * 56 * 64 * 9))
+    return out
+
+
+# ---- machine limits, measured in this run -------------------------------------------------------------
+
+def machine_limits() -> tuple[float, float]:
+    """(bytes/s of a STREAM triad, FLOP/s of an FMA kernel) on all cores, from xbench's calibration code."""
+    from xbench.hw import calibrate
+    bw = calibrate.measure_bandwidth()
+    peak = calibrate.measure_peak_flops("float32")
+    return bw, peak
+
+
+# ---- compile times ------------------------------------------------------------------------------------
+
+_COLD = textwrap.dedent("""
+    import json, sys, time, numpy as np
+    import xbench as xb
+    sys.path.insert(0, {bench_dir!r})
+    from cpu_ops import cases
+    case = [c for c in cases({quick}) if c[0] == {name!r}][0]
+    t0 = time.perf_counter(); case[1](); first = time.perf_counter() - t0
+    t0 = time.perf_counter(); case[1](); second = time.perf_counter() - t0
+    print(json.dumps({{"first_call_s": first - second}}))
+""")
+
+
+def compile_times(names, quick: bool) -> dict[str, tuple[float, float]]:
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "XBENCH_CACHE_DIR": cache}
+        for name in names:
+            code = _COLD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), quick=quick, name=name)
+            runs = []
+            for _ in range(2):
+                res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+                if res.returncode:
+                    raise RuntimeError(res.stderr[-2000:])
+                runs.append(json.loads(res.stdout.strip().splitlines()[-1])["first_call_s"])
+            out[name] = (runs[0], runs[1])
+    return out
+
+
+# ---- main ---------------------------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes minutes)")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold/warm compile measurements")
+    args = ap.parse_args()
+    try:
+        import torch
+        torch.set_num_threads(os.cpu_count() or 1)
+    except ImportError:
+        torch = None
+    import threadpoolctl
+    blas = threadpoolctl.threadpool_info()
+    print(f"machine: {os.cpu_count()} cores; numpy BLAS: "
+          + ", ".join(f"{b['internal_api']} {b.get('version')} ({b.get('architecture')})" for b in blas)
+          + f"; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
+    print(f"peers: numpy {np.__version__}" + (f", torch {torch.__version__} eager" + ("" if args.no_compile
+                                                                                  else " and torch.compile")
+                                               if torch else " (torch not installed: no PyTorch peers)"))
+    bw, peak = machine_limits()
+    print(f"limits measured now: memory bandwidth {bw / 1e9:.1f} GB/s (triad), peak float32 {peak / 1e9:.0f} GFLOP/s")
+    only = {s for s in args.only.split(",") if s}
+    rows = []
+    header = f"{'op':12s} {'xbench':>18s} {'numpy':>18s} {'torch':>18s} {'compile':>18s}  " \
+             f"{'vs np':>6s} {'vs eager':>8s} {'vs comp':>8s}  {'% limit':>8s}"
+    print("\n" + header + "\n" + "-" * len(header))
+    for name, xb_fn, np_fn, torch_fn, nbytes, flops in cases(args.quick):
+        if only and name not in only:
+            continue
+        xb_fn()
+        t_xb = bench(xb_fn)
+        t_np = bench(np_fn)
+        t_te = t_tc = None
+        if torch is not None:
+            eager = torch_fn(torch)
+            t_te = bench(eager)
+            if not args.no_compile:
+                compiled = torch.compile(eager)
+                compiled()
+                t_tc = bench(compiled)
+        pct = (flops / (t_xb.median_ms * 1e-3) / peak if flops else nbytes / (t_xb.median_ms * 1e-3) / bw) * 100
+
+        def cell(t):
+            return f"{t.median_ms:9.3f} ms{'~' if t and t.noisy else ' '}" if t else f"{'-':>12s}"
+
+        def ratio(t):
+            return f"{t.median_ms / t_xb.median_ms:6.2f}x" if t else f"{'-':>7s}"
+
+        print(f"{name:12s} {cell(t_xb):>18s} {cell(t_np):>18s} {cell(t_te):>18s} {cell(t_tc):>18s}  "
+              f"{ratio(t_np):>6s} {ratio(t_te):>8s} {ratio(t_tc):>8s}  {pct:7.1f}%")
+        rows.append(name)
+    print("(~ marks a noisy timing: spread over 10 % of the median; ratios are peer time / xbench time, so > 1 "
+          "means xbench is faster; % limit is of bandwidth for row-wise ops, of peak FLOP/s for contractions)")
+    if not args.no_cold:
+        print("\ncompile: first call minus second call in a new process, with an empty cache (cold) and with the "
+              "cache the cold run left (warm)")
+        for name, (cold, warm) in compile_times(rows, args.quick).items():
+            print(f"  {name:12s} cold {cold:6.2f} s   warm {warm * 1e3:7.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
