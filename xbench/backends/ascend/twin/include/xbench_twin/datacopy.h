@@ -22,7 +22,7 @@ struct DataCopyParams {
 struct DataCopyExtParams {
     __aicore__ DataCopyExtParams() {}
     __aicore__ DataCopyExtParams(const uint16_t count, const uint32_t len, const uint32_t srcStrideIn,
-                                 const uint32_t dstStrideIn, const uint32_t rsvIn = 0)
+                                 const uint32_t dstStrideIn, const uint32_t rsvIn)
         : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn), rsv(rsvIn) {}
     uint16_t blockCount = 1;
     uint32_t blockLen = 0;

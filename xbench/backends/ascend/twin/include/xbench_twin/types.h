@@ -74,7 +74,7 @@ enum pipe_t : int { PIPE_S = 0, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3,
 
 namespace AscendC {
 
-enum class TPosition : uint8_t {
+enum class TPosition : int32_t {
     GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC, LCM = VECCALC, SPM, SHM = SPM, TSCM,
     C2PIPE2GM, C2PIPE2LOCAL, MAX,
 };
