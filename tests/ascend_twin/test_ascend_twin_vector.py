@@ -204,7 +204,17 @@ def test_reduce_max_and_min_with_index(libs):
     idx = out.view(np.uint16)
     assert out[0] == 100.0 and idx[1] == 1234
     assert out[16] == -100.0 and idx[17] == 77
-    assert res.op_totals == {"ReduceMax": 33, "ReduceMin": 33}  # 32 repeats, then one for the 64 partials
+    # ReduceSum in half: a pairwise tree inside each 128-lane repeat, the repeat sums added in order,
+    # every addition rounded to half.
+    total = np.float16(0)
+    for r in range(0, n, 128):
+        lane = np.zeros(128, np.float16)
+        lane[: min(128, n - r)] = x[r:r + 128]
+        while lane.size > 1:
+            lane = lane[0::2] + lane[1::2]
+        total = lane[0] if r == 0 else total + lane[0]
+    assert out[8] == total and abs(float(out[8]) - x.astype(np.float64).sum()) < 2.0
+    assert res.op_totals == {"ReduceMax": 33, "ReduceMin": 33, "ReduceSum": 33}
 
 
 def test_every_vector_api_in_float(libs):

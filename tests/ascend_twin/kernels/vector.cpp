@@ -309,6 +309,7 @@ extern "C" __global__ __aicore__ void reduce_index(GM_ADDR x, GM_ADDR out, GM_AD
     DataCopy(xl, xGm, n);
     ReduceMax(o, xl, work, n, true);
     ReduceMin(o[16], xl, work, n, true);
+    ReduceSum(o[8], xl, work, n);
     DataCopy(oGm, o, 32);
 }
 
