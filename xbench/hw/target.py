@@ -262,13 +262,12 @@ class Target:
         add("clock.boost_hz", f"{self.clock_hz / 1e9:.3g} GHz")
         add("compute.units", f"{self.compute_units} {self.unit_name}s")
         for (dt, u), v in sorted(self.peaks.items()):
-            add(f"peak.{dt}.{u}", f"{v / 1e12:.4g} TFLOP/s")
+            add(f"peak.{dt}.{u}", f"{dt} {u}: {_rate(v, 'FLOP/s')}")
         for m in self.memory_levels:
             if m.size_bytes is not None:
                 add(f"memory.{m.name}.size_bytes", f"{m.name}: {_bytes(m.size_bytes)} ({m.scope})")
             if m.bandwidth is not None:
-                bw = f"{m.bandwidth / 1e12:.4g} TB/s" if m.bandwidth >= 1e12 else f"{m.bandwidth / 1e9:.4g} GB/s"
-                add(f"memory.{m.name}.bandwidth_bytes_per_s", f"{m.name}: {bw}")
+                add(f"memory.{m.name}.bandwidth_bytes_per_s", f"{m.name}: {_rate(m.bandwidth, 'B/s')}")
         width = max(len(r[1]) for r in rows)
         lines = [f"{self.full_name} ({self.name}, {self.kind})"]
         lines += [f"  {text:<{width}}  {src}" for _, text, src in rows]
@@ -277,9 +276,16 @@ class Target:
 
 def _bytes(n: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % (size // 1024 or 1) == 0:
+        if n >= size:
             return f"{n / size:.4g} {unit}"
     return f"{n} B"
+
+
+def _rate(x: float, unit: str) -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if x >= scale:
+            return f"{x / scale:.4g} {prefix}{unit}"
+    return f"{x:.4g} {unit}"
 
 
 # --- loading -----------------------------------------------------------------------------------------

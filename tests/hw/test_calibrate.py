@@ -1,0 +1,126 @@
+"""CPU calibration: plausible numbers within physical bounds, cache geometry as the system reports it, and the
+on-disk cache (reused without measuring, re-measured on force or when the machine no longer matches)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from xbench.hw import calibrate as cal
+from xbench.hw.cachesim import Hierarchy, Trace, simulate
+from xbench.hw.target import get_target
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """One quick calibration for the module (printing its progress), in a cache directory of its own."""
+    home = tmp_path_factory.mktemp("calibration")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XBENCH_CACHE_DIR", str(home))
+        before = cal.measurement_count()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            t = cal.calibrate(quick=True, verbose=True)
+        assert cal.measurement_count() == before + 1
+        return t, cal.cache_path(), out.getvalue()
+
+
+@pytest.fixture()
+def quick(measured, tmp_path, monkeypatch):
+    """A fresh cache directory holding a copy of the module's calibration."""
+    t, path, _ = measured
+    monkeypatch.setenv("XBENCH_CACHE_DIR", str(tmp_path))
+    cal.cache_path().write_bytes(path.read_bytes())
+    return t
+
+
+def test_quick_calibration_is_physically_plausible(quick) -> None:
+    t = quick
+    cores = t.cpu.cores
+    assert t.kind == "cpu" and t.name == "cpu-local" and t.compute_units == cores >= 1
+    f32, f64 = t.peak_flops("float32"), t.peak_flops("float64")
+    # at least 1 GFLOP/s per machine, at most 64 lanes × 2 FMA units × 2 FLOP × 6 GHz per core
+    for v in (f32, f64):
+        assert 1e9 <= v <= cores * 64 * 2 * 2 * 6e9
+    for dt in ("float32", "float64"):
+        assert 0.5e9 <= t.cpu.single_core_peak[dt] <= 64 * 2 * 2 * 6e9
+    entry = json.loads(cal.cache_path().read_text())
+    raw = entry["raw"]
+    # float32 against float64, measured alternately run by run: twice the lanes per vector
+    assert raw["fp32_over_fp64"]["one"] >= 1.2
+    assert raw["peak_float32"]["vector_bits"] >= 128, "LLVM left the FMA kernel scalar"
+    # the triad moves 32 bytes per element; STREAM's convention counts 24
+    dram = t.bandwidth("dram")
+    assert 1e9 <= dram <= 1e12
+    assert t.cpu.stream_triad_bytes_per_s == pytest.approx(0.75 * dram)
+    for m in t.caches:
+        assert 1e9 <= m.bandwidth <= 1e13, m.name
+    assert t.source("peak.float32.vector").startswith("measured ")
+    assert t.source("memory.dram.bandwidth_bytes_per_s").startswith("measured ")
+    assert set(t.cpu.spread) >= {"peak_float32", "peak_float64", "triad"}
+
+
+def test_cache_geometry_matches_lscpu(quick) -> None:
+    t = quick
+    levels = [m for m in t.memory_levels if m.is_cache]
+    assert [m.name for m in levels][:2] == ["l1", "l2"]
+    for m in levels:
+        assert m.size_bytes == m.associativity * m.line_bytes * (m.size_bytes // (m.associativity * m.line_bytes))
+    if shutil.which("lscpu") is None:
+        pytest.skip("lscpu not installed: nothing independent to compare the sysfs geometry with")
+    out = json.loads(subprocess.run(["lscpu", "-C", "-J", "--bytes"], capture_output=True, text=True,
+                                    check=True).stdout)
+    lscpu = {f"l{c['level']}": c for c in out["caches"] if c["type"] in ("Data", "Unified")}
+    for m in levels:
+        c = lscpu[m.name]
+        assert (m.size_bytes, m.line_bytes, m.associativity) == (int(c["one-size"]), int(c["coherency-size"]),
+                                                                 int(c["ways"]))
+
+
+def test_second_call_reuses_the_cache_and_force_measures_again(quick) -> None:
+    path = cal.cache_path()
+    stamp, count = path.stat().st_mtime_ns, cal.measurement_count()
+    again = cal.calibrate(quick=True, verbose=False)
+    assert cal.measurement_count() == count and path.stat().st_mtime_ns == stamp
+    assert again.peak_flops("float32") == quick.peak_flops("float32")
+    measured = json.loads(path.read_text())["measured"]
+    forced = cal.calibrate(force=True, quick=True, verbose=False)
+    assert cal.measurement_count() == count + 1
+    assert json.loads(path.read_text())["measured"] != measured
+    assert forced.name == "cpu-local"
+
+
+def test_cache_for_another_machine_is_not_reused(quick) -> None:
+    path = cal.cache_path()
+    entry = json.loads(path.read_text())
+    entry["key"]["cores"] += 1
+    path.write_text(json.dumps(entry))
+    count = cal.measurement_count()
+    cal.calibrate(quick=True, verbose=False)
+    assert cal.measurement_count() == count + 1
+
+
+def test_get_target_cpu_local_loads_a_full_calibration_from_the_cache(quick) -> None:
+    path = cal.cache_path()
+    entry = json.loads(path.read_text())
+    count = cal.measurement_count()
+    # a quick entry does not satisfy a full request; mark it full to check the loading path alone
+    entry["quick"] = False
+    path.write_text(json.dumps(entry))
+    t = get_target("cpu-local")
+    assert cal.measurement_count() == count
+    assert t.peak_flops("float64") == quick.peak_flops("float64")
+    h = Hierarchy.from_target(t)
+    assert not h.levels[0].shared and h.levels[-1].name == t.caches[-1].name
+    r = simulate(h, Trace(range(0, 1 << 16, 8), False, 8))
+    assert r.levels[0].hit_rate == pytest.approx(1 - 8 / h.levels[0].line_bytes)
+
+
+def test_progress_lines_are_printed(measured) -> None:
+    out = measured[2]
+    for step in ("measuring this machine", "peak float32", "peak float64", "triad", "L1 read", "L2 read"):
+        assert f"xbench calibrate: {step}" in out
