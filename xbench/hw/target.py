@@ -453,10 +453,9 @@ def load_target_file(path: str | Path) -> Target:
             data = tomllib.load(f)
         except tomllib.TOMLDecodeError as e:
             raise TargetError(f"{path}: not valid TOML: {e}") from e
-    t = build_target(data, str(path))
-    if t.name != path.stem:
-        raise TargetError(f"{path}: name = {t.name!r} but the file is {path.name}; make them agree")
-    return t
+    if data.get("name") != path.stem:
+        raise TargetError(f"{path}: name = {data.get('name')!r} but the file is {path.name}; make them agree")
+    return build_target(data, str(path))
 
 
 def list_targets() -> list[str]:
