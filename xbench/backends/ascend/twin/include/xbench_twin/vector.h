@@ -318,9 +318,9 @@ __aicore__ inline void ReduceMin(const LocalTensor<T>& dst, const LocalTensor<T>
                                          calIndex);
 }
 
-// ------------------------------------------------------------------------------------------ compare / select
 }  // namespace AscendC
 
+// ------------------------------------------------------------------------------------------ compare / select
 namespace xbench_twin {
 
 // Compare / Compares write one bit per element, least significant bit first. Only whole 256-byte repeats
