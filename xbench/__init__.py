@@ -27,3 +27,4 @@ from . import ops
 from .verify import compare, tolerance, verify
 
 __version__ = "0.1.0"
+from .lang.autodiff import grad, value_and_grad, vjp

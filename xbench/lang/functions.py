@@ -763,6 +763,18 @@ def scatter_add(x, indices, updates, axis: int = 0) -> Tensor:
     return bind("scatter_add", x, upd, idx, axes=(axis,))
 
 
+def bind_gather(x, indices: list, axes: tuple[int, ...]) -> Tensor:
+    """The `gather` primitive with one index tensor per axis in `axes` (all of one shape S): result S + rest."""
+    return bind("gather", asarray(x), *[_index_tensor(i) for i in indices], axes=tuple(axes))
+
+
+def bind_scatter_add(x, updates, indices: list, axes: tuple[int, ...]) -> Tensor:
+    """The `scatter_add` primitive: the transpose of `bind_gather`."""
+    x = asarray(x)
+    return bind("scatter_add", x, cast(asarray(updates), x.dtype), *[_index_tensor(i) for i in indices],
+                axes=tuple(axes))
+
+
 def iota(shape, axis: int, dtype="int64") -> Tensor:
     return bind("iota", shape=tuple(shape), axis=axis, dtype=D.canonical(dtype))
 
