@@ -4,9 +4,18 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.xbench-installed
 export XBENCH_CACHE_DIR ?= $(CURDIR)/.venv/xbench-cache
 
-.PHONY: install demo lab test lint bench clean
+# The JupyterLab extension (extension/, the xbench-lab package): built with node and installed into the
+# venv; rebuilt only when one of its sources changes.
+EXT_STAMP   := $(VENV)/.xbench-lab-installed
+EXT_SOURCES := $(wildcard extension/package.json extension/yarn.lock extension/.yarnrc.yml \
+                 extension/pyproject.toml extension/install.json extension/tsconfig.json \
+                 extension/src/*.ts extension/src/*.tsx extension/style/*.css extension/style/*.js \
+                 extension/style/icons/*.svg extension/xbench_lab/*.py)
+SUDO        := $(if $(filter 0,$(shell id -u)),,sudo)
 
-install: $(STAMP)
+.PHONY: install demo lab test lint bench clean chromium clean-extension
+
+install: $(STAMP) $(EXT_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -14,13 +23,29 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[lab,test,peers]"
 	touch $@
 
+$(EXT_STAMP): $(EXT_SOURCES) | $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pip install --quiet ./extension
+	$(VENV)/bin/jupyter labextension list 2>&1 | grep -q "@xbench/lab.*enabled.*OK"
+	touch $@
+
+# The browser test drives Debian's chromium (never a browser downloaded by playwright).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium for the browser test"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+clean-extension:
+	rm -rf extension/node_modules extension/lib extension/tsconfig.tsbuildinfo \
+	  extension/xbench_lab/labextension extension/xbench_lab/_version.py $(EXT_STAMP)
+
 demo: install
 	$(PY) -m xbench demo
 
 lab: install
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
 
-test: install
+test: install chromium
 	$(PY) -m pytest -q tests
 
 lint: install
