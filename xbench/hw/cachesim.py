@@ -203,15 +203,16 @@ def _as_streams(streams: Trace | Sequence[Trace]) -> list[Trace]:
 # --- the compiled engine ---------------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base, copy_off, tags, stamps, dirty,
-         stats, mem, clock, addr, size, write, starts, ends, cores, chunk, lru_store):
+def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base, copy_off, state, stats, mem, clock,
+         addr, size, write, starts, ends, cores, chunk, lru_store):
     """Simulate requests entering at level `level0` (0 for a trace; deeper for write-backs of a flush).
 
-    Hits at the entry level take a short path; anything else runs on an explicit stack of requests
-    (rows: op, level, address, length or dirty flag) so that everything a miss causes below happens, deepest
-    first, before the missing line is installed: op 0 load, 1 store, 2 install a fetched line. The whole
-    engine is one function: calls between numba functions with many array arguments cost more than the
-    simulation itself.
+    `state` holds two int64 per way, side by side so a set's ways share host cache lines: the line number
+    (-1 when empty) and 2 × last-use time + dirty bit (0 when empty). Hits at the entry level take a short
+    path; anything else runs on an explicit stack of requests (rows: op, level, address, length or dirty
+    flag) so that everything a miss causes below happens, deepest first, before the missing line is
+    installed: op 0 load, 1 store, 2 install a fetched line. The engine is one function: calls between
+    numba functions with many array arguments cost more than the simulation itself.
     """
     stk = np.empty((_STACK, 4), np.int64)
     n_levels = lv_sets.shape[0]
@@ -223,6 +224,7 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
     sets0 = lv_sets[level0]
     m0 = lv_mask[level0]
     wb0 = lv_wb[level0]
+    now = clock[0]
     remaining = True
     while remaining:
         remaining = False
@@ -241,24 +243,25 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                 w = write[i]
                 for line0 in range(a0 >> b0, ((end - 1) >> b0) + 1):
                     st0 = (line0 & m0) if m0 >= 0 else (line0 % sets0)
-                    base0 = off0 + st0 * ways0
+                    base0 = 2 * (off0 + st0 * ways0)
                     k0 = -1
                     for k in range(ways0):
-                        if stamps[base0 + k] != 0 and tags[base0 + k] == line0:
-                            k0 = k
+                        if state[base0 + 2 * k] == line0:
+                            k0 = base0 + 2 * k + 1
                             break
                     if k0 >= 0:
                         if w == 0:
                             stats[cp0, 0] += 1
-                            clock[0] += 1
-                            stamps[base0 + k0] = clock[0]
+                            now += 1
+                            state[k0] = 2 * now + (state[k0] & 1)
                             continue
                         if wb0:
                             stats[cp0, 2] += 1
-                            dirty[base0 + k0] = 1
                             if lru_store:
-                                clock[0] += 1
-                                stamps[base0 + k0] = clock[0]
+                                now += 1
+                                state[k0] = 2 * now + 1
+                            else:
+                                state[k0] |= 1
                             continue
                     la = line0 << b0
                     lo = max(a0, la)
@@ -279,53 +282,51 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                         ways = lv_ways[lv]
                         cp = lv_base[lv] + (core if lv_private[lv] else 0)
                         m = lv_mask[lv]
-                        base = copy_off[cp] + ((line & m) if m >= 0 else (line % lv_sets[lv])) * ways
+                        base = 2 * (copy_off[cp] + ((line & m) if m >= 0 else (line % lv_sets[lv])) * ways)
                         if op == 2:
-                            v = -1
-                            oldest = np.int64(0)
-                            for k in range(ways):
-                                stamp = stamps[base + k]
-                                if stamp == 0:
-                                    v = k
+                            v = base + 1
+                            oldest = state[v]
+                            for k in range(1, ways):
+                                if oldest == 0:
                                     break
-                                if v < 0 or stamp < oldest:
-                                    v = k
+                                stamp = state[base + 2 * k + 1]
+                                if stamp < oldest:
+                                    v = base + 2 * k + 1
                                     oldest = stamp
-                            e = base + v
-                            if stamps[e] != 0:
+                            if oldest != 0:
                                 stats[cp, 4] += 1
-                                if dirty[e]:
+                                if oldest & 1:
                                     stats[cp, 5] += 1
                                     if lv + 1 < n_levels:
                                         stk[sp, 0] = 1
                                         stk[sp, 1] = lv + 1
-                                        stk[sp, 2] = tags[e] << bits
+                                        stk[sp, 2] = state[v - 1] << bits
                                         stk[sp, 3] = lsize
                                         sp += 1
                                     else:
                                         mem[1] += lsize
-                            tags[e] = line
-                            clock[0] += 1
-                            stamps[e] = clock[0]
-                            dirty[e] = ln
+                            state[v - 1] = line
+                            now += 1
+                            state[v] = 2 * now + ln
                             continue
                         hit = -1
                         for k in range(ways):
-                            if stamps[base + k] != 0 and tags[base + k] == line:
-                                hit = k
+                            if state[base + 2 * k] == line:
+                                hit = base + 2 * k + 1
                                 break
                         if op == 0 or lv_wb[lv]:
                             if hit >= 0:
                                 if op == 0:
                                     stats[cp, 0] += 1
-                                    clock[0] += 1
-                                    stamps[base + hit] = clock[0]
+                                    now += 1
+                                    state[hit] = 2 * now + (state[hit] & 1)
                                 else:
                                     stats[cp, 2] += 1
-                                    dirty[base + hit] = 1
                                     if lru_store:
-                                        clock[0] += 1
-                                        stamps[base + hit] = clock[0]
+                                        now += 1
+                                        state[hit] = 2 * now + 1
+                                    else:
+                                        state[hit] |= 1
                                 continue
                             stats[cp, 1 if op == 0 else 3] += 1
                             stk[sp, 0] = 2
@@ -342,12 +343,12 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                             else:
                                 mem[0] += lsize
                             continue
-                        # a store at a write-through level: update if present, always forward
+                        # a store at a write-through level: update if present (never dirty), always forward
                         if hit >= 0:
                             stats[cp, 2] += 1
                             if lru_store:
-                                clock[0] += 1
-                                stamps[base + hit] = clock[0]
+                                now += 1
+                                state[hit] = 2 * now
                         else:
                             stats[cp, 3] += 1
                         stats[cp, 6] += 1
@@ -363,23 +364,24 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
             pos[s_] = q
             if q < e_:
                 remaining = True
+    clock[0] = now
 
 
 @njit(cache=True, nogil=True)
-def _take_dirty(lv, copy, sets, ways, bits, off, tags, stamps, dirty):
+def _take_dirty(sets, ways, bits, off, state):
     """Addresses of the dirty lines of one cache copy, set by set, most recently used first (the order of
     pycachesim's force_write_back); their dirty bits are cleared."""
     out = np.empty(sets * ways, np.int64)
     n = 0
     for s in range(sets):
-        base = off + s * ways
-        order = np.argsort(-stamps[base:base + ways])
+        base = 2 * (off + s * ways)
+        order = np.argsort(-state[base + 1:base + 2 * ways:2])
         for k in order:
-            e = base + k
-            if stamps[e] != 0 and dirty[e] != 0:
-                out[n] = tags[e] << bits
+            e = base + 2 * k + 1
+            if state[e] & 1:
+                out[n] = state[e - 1] << bits
                 n += 1
-                dirty[e] = 0
+                state[e] -= 1
     return out[:n]
 
 
@@ -509,9 +511,8 @@ class CacheSimulator:
         self._off = np.zeros(len(entries), np.int64)
         self._off[1:] = np.cumsum(entries)[:-1]
         total = int(entries.sum())
-        self._tags = np.zeros(total, np.int64)
-        self._stamps = np.zeros(total, np.int64)
-        self._dirty = np.zeros(total, np.uint8)
+        self._state = np.zeros(2 * total, np.int64)    # per way: line number (-1: empty), 2 × last use + dirty
+        self._state[0::2] = -1
         self._stats = np.zeros((len(entries), N_STATS), np.int64)
         self._mem = np.zeros(2, np.int64)
         self._clock = np.zeros(1, np.int64)
@@ -537,7 +538,7 @@ class CacheSimulator:
     def _call_run(self, level0: int, trace: Trace, starts: np.ndarray, ends: np.ndarray, cores: np.ndarray,
                   chunk: int) -> None:
         _run(np.int64(level0), self._sets, self._ways, self._bits, self._mask, self._wb, self._private, self._base,
-             self._off, self._tags, self._stamps, self._dirty, self._stats, self._mem, self._clock, trace.addr,
+             self._off, self._state, self._stats, self._mem, self._clock, trace.addr,
              trace.size, trace.write, starts, ends, cores, np.int64(chunk), self.lru_on_store_hit)
 
     def flush(self) -> CacheSimulator:
@@ -547,8 +548,7 @@ class CacheSimulator:
         for li, lv in enumerate(levels):
             for j in range(int(self._copies[li])):
                 cp = int(self._base[li]) + j
-                lines = _take_dirty(li, cp, lv.sets, lv.ways, int(self._bits[li]), int(self._off[cp]), self._tags,
-                                    self._stamps, self._dirty)
+                lines = _take_dirty(lv.sets, lv.ways, int(self._bits[li]), int(self._off[cp]), self._state)
                 self._stats[cp, WRITEBACK] += len(lines)
                 if li + 1 == len(levels):
                     self._mem[1] += len(lines) * lv.line_bytes
@@ -574,8 +574,7 @@ class CacheSimulator:
         line = int(addr) >> int(self._bits[li])
         cp = int(self._base[li]) + (0 if lv.shared else core % self.cores)
         base = int(self._off[cp]) + (line % lv.sets) * lv.ways
-        sl = slice(base, base + lv.ways)
-        return bool(np.any((self._stamps[sl] != 0) & (self._tags[sl] == line)))
+        return bool(np.any(self._state[2 * base:2 * (base + lv.ways):2] == line))
 
     def _level_index(self, level: str | int) -> int:
         if isinstance(level, int):
@@ -682,7 +681,7 @@ def _warm(h: Hierarchy, ss: list[Trace], start: int, warm: int, adapt: bool, chu
         if start > lo:
             sim.run([s[lo:start] for s in ss], chunk=chunk)
             spent += sim._accesses
-        filled = float(np.count_nonzero(sim._stamps)) / sim._stamps.size
+        filled = float(np.count_nonzero(sim._state[1::2])) / (sim._state.size // 2)
         if not adapt or lo == 0 or filled >= 0.999 or filled - filled_before < 0.001:
             sim.reset_stats()
             return sim, spent
