@@ -310,6 +310,31 @@ def test_access_spanning_lines_touches_each_line() -> None:
     assert (r.levels[0].load_misses, r.levels[0].load_hits) == (2, 2)
 
 
+def test_interleave_merges_streams_round_robin() -> None:
+    a, b = Trace([0, 1, 2], False, 4), Trace([10, 11, 12, 13], True, 4)
+    t = Trace.interleave([a, b], chunk=2)
+    assert t.addr.tolist() == [0, 1, 10, 11, 2, 12, 13]
+    assert t.write.tolist() == [0, 0, 1, 1, 0, 1, 1]
+    # one stream made of the two, simulated on one core, equals the two streams on one core with chunk 2
+    h = GEOMETRIES["two-level"]
+    streams = [random_access(5_000, 64 << 10, seed=s) for s in range(2)]
+    merged = simulate(h, Trace.interleave(streams, chunk=3))
+    split = simulate(h, streams, cores=1, chunk=3)
+    assert [(lv.hits, lv.misses) for lv in merged.levels] == [(lv.hits, lv.misses) for lv in split.levels]
+
+
+def test_coalesce_turns_warp_accesses_into_sectors() -> None:
+    # a warp reading 32 consecutive float32 touches 4 sectors; two warps, 8 sectors
+    t = Trace(np.arange(64) * 4, False, 4).coalesce()
+    assert t.addr.tolist() == list(range(0, 256, 32)) and set(t.size.tolist()) == {32}
+    # a warp reading with a 128-byte stride touches 32 sectors; writes mark their sectors
+    s = Trace(np.arange(32) * 128, np.arange(32) % 2 == 0, 4).coalesce()
+    assert len(s) == 32 and s.write.tolist() == [1, 0] * 16
+    # an access straddling a sector boundary touches both; a sector is written if any lane wrote it
+    u = Trace([30, 0], [False, True], 4).coalesce()
+    assert u.addr.tolist() == [0, 32] and u.write.tolist() == [1, 0]
+
+
 # --- from targets, sampling, errors -------------------------------------------------------------------------------
 
 def test_hierarchy_from_gpu_target() -> None:

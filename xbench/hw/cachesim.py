@@ -181,11 +181,49 @@ class Trace:
 
     @staticmethod
     def concat(traces: Sequence[Trace]) -> Trace:
+        """One trace after the other."""
         t = Trace.__new__(Trace)
         t.addr = np.concatenate([x.addr for x in traces])
         t.write = np.concatenate([x.write for x in traces])
         t.size = np.concatenate([x.size for x in traces])
         return t
+
+    def _take(self, order: np.ndarray) -> Trace:
+        t = Trace.__new__(Trace)
+        t.addr, t.write, t.size = self.addr[order], self.write[order], self.size[order]
+        return t
+
+    @staticmethod
+    def interleave(traces: Sequence[Trace], chunk: int = 1) -> Trace:
+        """Merge streams that share one core into one, round-robin `chunk` accesses at a time (e.g. the warps
+        resident on an SM, each a stream of warp-level requests)."""
+        if chunk < 1:
+            raise CacheSimError(f"chunk = {chunk}; write at least 1")
+        whole = Trace.concat(traces)
+        pos = np.concatenate([np.arange(len(t), dtype=np.int64) for t in traces])
+        src = np.concatenate([np.full(len(t), i, np.int64) for i, t in enumerate(traces)])
+        return whole._take(np.lexsort((pos % chunk, src, pos // chunk)))
+
+    def coalesce(self, group: int = 32, unit: int = 32) -> Trace:
+        """GPU memory coalescing: each run of `group` consecutive accesses (the 32 threads of a warp executing
+        one instruction, in lane order) becomes one access per distinct `unit`-byte aligned segment it touches
+        (32-byte sectors by default), in order of first touch; a segment is a write if any thread wrote it."""
+        if group < 1 or unit < 1 or unit & (unit - 1):
+            raise CacheSimError(f"group = {group}, unit = {unit}; write a positive group and a power-of-two unit")
+        if not len(self):
+            return self
+        first = self.addr // unit
+        last = (self.addr + self.size - 1) // unit
+        span = (last - first + 1).astype(np.int64)
+        rep = np.repeat(np.arange(len(self), dtype=np.int64), span)
+        seg = np.repeat(first, span) + (np.arange(rep.size) - np.repeat(np.cumsum(span) - span, span))
+        warp = rep // group
+        key = np.stack([warp, seg], axis=1)
+        uniq, first_at, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        written = np.zeros(len(uniq), bool)
+        np.logical_or.at(written, inverse.reshape(-1), self.write[rep].astype(bool))
+        order = np.argsort(first_at, kind="stable")
+        return Trace(uniq[order, 1] * unit, written[order], unit)
 
     def __repr__(self) -> str:
         return f"Trace({len(self)} accesses, {int(self.write.sum())} writes)"
