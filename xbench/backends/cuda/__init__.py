@@ -1,0 +1,248 @@
+"""The cuda backend: numba-cuda kernels generated from the loop IR.
+
+`op.compile("cuda", *arrays, cc="sm_90")` writes one Python module per program (kernels + host launcher) into
+`cache_dir("cuda")`, produces PTX for the requested compute capability in a helper process, runs `ptxas -v`
+on it and computes the theoretical occupancy of every launch. `Artifact.run` executes the kernels on the GPU
+when there is one, otherwise in numba's CUDA simulator (then `.predicted` is True: timings of this backend
+come from models, not from this machine).
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from ...cache import digest, write_once
+from ...config import cache_dir, log, tool_versions
+from ...errors import BackendError
+from ...hw.occupancy import OccupancyError, device_limits, occupancy
+from ...ir.kernel import Kernel, Program
+from ...ir.schedule import Knob, Schedule
+from .. import Artifact, KernelInfo
+from . import device
+from .codegen import CODEGEN_VERSION, Launch, ModuleWriter
+from .knobs import default_schedule as _default_schedule
+from .knobs import knobs as _knobs
+
+_modules: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+class CudaArtifact(Artifact):
+    """A compiled program: `.source`, `.ptx` (per CUDA kernel), `.resources`, `.run(*arrays)`.
+
+    For timing on a GPU: `b = art.device_args(*arrays)`, then `art.launch(b)` (asynchronous) as often as
+    needed, and `art.outputs(b)` to read the results back."""
+
+    ptx: dict[str, str]
+    cc: str = ""
+    path: str = ""
+    launches: list[Launch]
+
+    def _module(self):
+        device.cuda_module()              # chooses GPU or simulator before numba.cuda is first imported
+        key = self.path
+        with _lock:
+            if key not in _modules:
+                name = "xbench_cuda_" + key.rsplit("_", 1)[-1].removesuffix(".py")
+                spec = importlib.util.spec_from_file_location(name, key)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+                _modules[key] = module
+            return _modules[key]
+
+    def _grid(self) -> dict[str, tuple[int, int, int]]:
+        if device.mode() == "simulator":
+            return {ln.name: ln.sim_grid() for ln in self.launches}
+        return {ln.name: ln.grid for ln in self.launches}
+
+    def _arrays(self, arrays) -> list[np.ndarray]:
+        p = self.program
+        if len(arrays) != len(p.inputs):
+            raise BackendError(f"{p.name} takes {len(p.inputs)} arrays ({', '.join(p.inputs)}), got {len(arrays)}")
+        out = []
+        for a, name in zip(arrays, p.inputs):
+            want = np.dtype(p.buffers[name].dtype)
+            a = np.asarray(a)
+            if a.dtype != want:
+                a = a.astype(want)
+            out.append(np.ascontiguousarray(a))
+        for b in p.buffers.values():
+            if b.role == "const":
+                out.append(np.ascontiguousarray(b.value, dtype=np.dtype(b.dtype)))
+        return out
+
+    def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        module = self._module()
+        return module.run(*self._arrays(arrays), grid=self._grid())
+
+    def device_args(self, *arrays: np.ndarray) -> dict:
+        """Every buffer of the program on the device (inputs copied there), ready for `launch`."""
+        module, grid = self._module(), self._grid()
+        cuda = device.cuda_module()
+        b = module.alloc(grid)
+        consts = [n for n, buf in self.program.buffers.items() if buf.role == "const"]
+        for name, a in zip(self.program.inputs + consts, self._arrays(arrays)):
+            b[name] = cuda.to_device(a if a.shape else a.reshape(1))
+        return b
+
+    def launch(self, b: dict) -> None:
+        """Launch every kernel on the device arrays from `device_args` (asynchronous on a GPU)."""
+        self._module().launch(b, self._grid())
+
+    def outputs(self, b: dict) -> list[np.ndarray]:
+        outs = []
+        for o in self.program.outputs:
+            host = b[o].copy_to_host()
+            outs.append(host.reshape(()) if not self.program.buffers[o].shape else host)
+        return outs
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def available(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("numba_cuda") is None and importlib.util.find_spec("numba.cuda") is None:
+            return False, 'numba-cuda is not installed (pip install "numba-cuda>=0.30" "nvidia-cuda-nvrtc==13.0.*")'
+        where = "a CUDA GPU" if device.mode() == "gpu" else "numba's CUDA simulator (no CUDA GPU found)"
+        return True, f"numba-cuda; kernels run on {where}"
+
+    def knobs(self, kernel: Kernel) -> dict[str, Knob]:
+        return _knobs(kernel)
+
+    def default_schedule(self, kernel: Kernel) -> Schedule:
+        return _default_schedule(kernel)
+
+    def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, *, cc: Any = None,
+                ptx: bool = True, **options) -> CudaArtifact:
+        """Generate, write and (with `ptx=True`) assemble the kernels of `program` for `cc` (default: the GPU's
+        compute capability, else sm_90). Refuses schedules over the limits of that architecture."""
+        if options:
+            raise BackendError(f"the cuda backend has no compile option {', '.join(map(repr, options))}",
+                               hint="options: cc='sm_90' (or 'sm_80', (9, 0), '9.0'), ptx=True/False")
+        key_cc = device.normalize_cc(cc) if cc is not None else (device.device_cc() or device.DEFAULT_CC)
+        arch = f"sm_{key_cc[0]}{key_cc[1]}"
+        limits, limits_source = device_limits(key_cc)
+        schedules = schedules or {k.name: self.default_schedule(k) for k in program.kernels}
+        t0 = time.perf_counter()
+        writer = ModuleWriter(program, schedules, limits.shared_mem_per_block_bytes)
+        writer.build()
+        for ln in writer.launches:
+            if ln.threads > limits.max_threads_per_block:
+                raise BackendError(f"kernel {ln.kernel}: {ln.threads} threads per block exceed the "
+                                   f"{limits.max_threads_per_block} allowed on {arch} (max_threads_per_block)")
+        source = writer.module()
+        key = digest(CODEGEN_VERSION, source, tool_versions())
+        path = cache_dir("cuda") / f"{program.name}_{key}.py"
+        existed = path.exists()
+        write_once(path, source)
+
+        ptx_text: dict[str, str] = {}
+        res: dict[str, dict] = {ln.name: self._launch_resources(ln) for ln in writer.launches}
+        tools: dict[str, str] = {}
+        if ptx:
+            ptx_text, tools = self._assemble(program, writer, source, str(path), key, key_cc, res, arch)
+        ms = (time.perf_counter() - t0) * 1e3
+
+        infos = []
+        for k in program.kernels:
+            lns = writer.kernel_launches[k.name]
+            kres = dict(res[lns[0].name])
+            if len(lns) > 1:
+                kres["launches"] = {ln.name: res[ln.name] for ln in lns}
+            infos.append(KernelInfo(k.name, k.kind, "\n\n".join(ln.source for ln in lns), schedules[k.name], kres))
+        art = CudaArtifact(self.name, program, source, infos,
+                           self._totals(writer.launches, res, arch, str(path), tools, limits_source),
+                           compile_ms=ms, cache_hit=existed, predicted=device.mode() != "gpu")
+        art.ptx = ptx_text
+        art.cc = arch
+        art.path = str(path)
+        art.launches = writer.launches
+        return art
+
+    # ---- resources -------------------------------------------------------------------------------------------
+    @staticmethod
+    def _launch_resources(ln: Launch) -> dict[str, Any]:
+        return {
+            "function": ln.name, "template": ln.template, "grid": list(ln.grid), "block": list(ln.block),
+            "threads_per_block": ln.threads, "sim_grid": list(ln.sim_grid()),
+            "shared_arrays": {a.name: {"shape": list(a.shape), "dtype": a.dtype, "bytes": a.nbytes}
+                              for a in ln.shared},
+            "smem_allocated_bytes": ln.smem_bytes,
+            "scratch_arrays": {s.name: {"per_slot": list(s.per_slot), "dtype": s.dtype, "slots": s.slots}
+                               for s in ln.scratch},
+            "fast_math": ln.fastmath, **ln.details,
+        }
+
+    def _assemble(self, program, writer, source, path, key, cc, res, arch):
+        from . import ptx as P
+
+        def error(message, hint):
+            return BackendError(message, hint=hint)
+
+        ptxas = P.find_ptxas()
+        if ptxas is None:
+            raise BackendError("ptxas (the CUDA toolkit's PTX assembler) was not found, so register and shared "
+                               "memory usage cannot be reported",
+                               hint="install the CUDA toolkit and put its bin/ folder on PATH (or set CUDA_HOME); "
+                                    "or pass ptx=False to compile for running only")
+        prelude = writer.prelude(source)
+        ncv = P.numba_cuda_version()
+        items = []
+        for ln in writer.launches:
+            sig = [self._param_type(program, ln, p) for p in ln.params]
+            items.append({"key": digest("ptx", CODEGEN_VERSION, prelude, ln.source, sig, cc, ln.fastmath, ncv),
+                          "function": ln.name, "sig": sig, "cc": list(cc), "fastmath": ln.fastmath})
+        ptx_by_key = P.generate(items, path, f"xbench_cuda_ptx_{key}", error)
+        ptx_text = {}
+        for ln, it in zip(writer.launches, items):
+            text = ptx_by_key[it["key"]]
+            ptx_text[ln.name] = text
+            info = P.resources(text, cc, ptxas, error)
+            r = res[ln.name]
+            r.update({k: v for k, v in info.items() if k != "ptxas_output"})
+            r["ptxas_output"] = info["ptxas_output"]
+            try:
+                occ = occupancy(cc, ln.threads, info["registers"], info["smem_bytes"])
+            except OccupancyError as exc:
+                raise BackendError(f"kernel {ln.kernel} cannot launch on {arch}: {exc}".replace("xbench: ", ""),
+                                   hint=f"change its schedule ({', '.join(writer.schedules[ln.kernel])})") from None
+            r.update(occ.as_metrics())
+            r["occupancy_block_limits"] = dict(occ.block_limits)
+        tools = {"ptxas": P.ptxas_version(ptxas), "numba_cuda": ncv}
+        return ptx_text, tools
+
+    @staticmethod
+    def _param_type(program: Program, ln: Launch, name: str) -> list:
+        if name in program.buffers:
+            b = program.buffers[name]
+            return [b.dtype, max(1, len(b.shape))]
+        s = next(s for s in ln.scratch if s.name == name)
+        return [s.dtype, 1 + len(s.per_slot)]
+
+    @staticmethod
+    def _totals(launches: list[Launch], res: dict, arch: str, path: str, tools: dict, limits_source: str) -> dict:
+        out: dict[str, Any] = {"cc": arch, "file": str(path), "mode": device.mode(), "launches": len(launches),
+                               "limits_from": limits_source, **tools}
+        if launches and "registers" in res[launches[0].name]:
+            rs = [res[ln.name] for ln in launches]
+            worst = min(rs, key=lambda r: r["theoretical_occupancy"])
+            out.update({
+                "registers_max": max(r["registers"] for r in rs),
+                "smem_bytes_max": max(r["smem_bytes"] for r in rs),
+                "spill_bytes": sum(r["spill_stores_bytes"] + r["spill_loads_bytes"] for r in rs),
+                "stack_frame_bytes_max": max(r["stack_frame_bytes"] for r in rs),
+                "theoretical_occupancy_min": worst["theoretical_occupancy"],
+                "occupancy_limiter": worst["occupancy_limiter"],
+            })
+        return out
+
+
+backend = CudaBackend()
+log.debug("cuda backend loaded")
+__all__ = ["backend", "CudaBackend", "CudaArtifact"]
