@@ -43,7 +43,7 @@ def random_access(n: int = 200_000, span: int = 2 << 20, elem: int = 8, writes: 
     return Trace(rng.integers(0, span // elem, n) * elem, rng.random(n) < writes, elem)
 
 
-def blocked_matmul(n: int = 48, tile: int = 16, elem: int = 4) -> Trace:
+def blocked_matmul(n: int = 40, tile: int = 8, elem: int = 4) -> Trace:
     """C[i, j] += A[i, k] * B[k, j] over tiles (ii, jj, kk), inner order i, j, k: load A, load B, load C, store C."""
     a0, b0, c0 = 0, n * n * elem + 320, 2 * (n * n * elem + 320)
     idx = []
