@@ -6,6 +6,7 @@ wrong; readers only ever see complete files.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,10 +34,8 @@ def atomic_write(path: Path, data: bytes | str) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

@@ -56,7 +56,7 @@ class XbenchError(Exception):
             out += f"\n  hint: {self.hint}"
         return out
 
-    def with_loc(self, loc: Location | None) -> "XbenchError":
+    def with_loc(self, loc: Location | None) -> XbenchError:
         if self.loc is None and loc is not None:
             self.loc = loc
             self.args = (self._format(),)

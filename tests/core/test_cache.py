@@ -71,10 +71,10 @@ def test_a_damaged_cache_entry_is_rewritten_not_loaded(tmp_path, monkeypatch):
         f.write("def run(x):\n    return [x * 0]\n")      # what a torn or edited file could contain
 
     @xb.tensor_op
-    def plus_one(x: Tensor["N"]):  # noqa: F811 - a fresh operator, as in a new session
+    def plus_one(x: Tensor["N"]):
         return x + 1
 
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import numpy as np, xbench as xb
         from xbench import Tensor
         @xb.tensor_op

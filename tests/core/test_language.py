@@ -164,7 +164,7 @@ def test_dtypes(dtype):
 
     if dtype == np.bool_:
         @xb.tensor_op
-        def mix(x: Tensor[N], y: Tensor[N]):  # noqa: F811 - bools: logic instead of arithmetic
+        def mix(x: Tensor[N], y: Tensor[N]):
             return x & y, x | y, (x ^ y).sum(), ~x
 
     x = (rng.standard_normal(9) * 4).astype(dtype)
@@ -242,7 +242,7 @@ def test_ir_before_any_call_says_what_to_do():
         return x
 
     with pytest.raises(xb.XbenchError, match=r"call f\(\.\.\.\) on arrays first"):
-        f.ir
+        _ = f.ir
 
 
 def test_recompilation_is_logged(caplog):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from ..dtypes import is_float
 from ..ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
@@ -60,12 +60,22 @@ class Emitter:
     `functions(name, dtype, args) -> str` spells a scalar function call for this backend (or None to use
     the default infix/np spelling)."""
 
-    def __init__(self, functions: Callable[[str, str, list[str], list[str]], str | None]):
+    def __init__(self, functions: Callable[[str, str, list[str], list[str]], str | None], *,
+                 compute: Callable[[str], str] = lambda d: d,
+                 load: Callable[[str, str, str], str] | None = None,
+                 cast: Callable[[str, str, str], str | None] | None = None):
+        """`compute(dtype)`: the type arithmetic on `dtype` values runs in (16-bit floats may widen);
+        `load(buf, dtype, text)`: wraps the read of a buffer element; `cast(src, dst, text)`: a backend's own
+        spelling of a conversion, or None for the default."""
         self.functions = functions
+        self.compute = compute
+        self.load = load
+        self.cast = cast
         self.constants: dict[tuple, str] = {}
         self._tmp = itertools.count()
 
     def const(self, value, dtype: str) -> str:
+        dtype = self.compute(dtype)
         if dtype == "bool":
             return "True" if value else "False"
         if dtype == INDEX and isinstance(value, int):
@@ -102,16 +112,21 @@ class Emitter:
         if isinstance(e, (Idx, Local)):
             return e.name
         if isinstance(e, Load):
-            return subscript(e.buf, [self.expr(i, names) for i in e.index])
+            text = subscript(e.buf, [self.expr(i, names) for i in e.index])
+            return self.load(e.buf, e.dtype, text) if self.load else text
         if isinstance(e, Select):
             return f"({self.expr(e.a, names)} if {self.expr(e.cond, names)} else {self.expr(e.b, names)})"
         if isinstance(e, Cast):
-            src = e.x.dtype
             x = self.expr(e.x, names)
+            if self.cast is not None:
+                custom = self.cast(e.x.dtype, e.dtype, x)
+                if custom is not None:
+                    return custom
+            src, dst = self.compute(e.x.dtype), self.compute(e.dtype)
             if e.dtype == "bool":
                 return f"({x} != 0)"
-            if src == "bool" or e.dtype != src:
-                return f"{NP_TYPES[e.dtype]}({x})"
+            if src == "bool" or dst != src:
+                return f"{NP_TYPES[dst]}({x})"
             return x
         if isinstance(e, Call):
             args = [self.expr(a, names) for a in e.args]

@@ -6,8 +6,8 @@ affine wherever the movement ops allow (broadcast, permute, slice, window, most 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 INDEX = "int64"
 
@@ -15,21 +15,21 @@ INDEX = "int64"
 class Expr:
     dtype: str
 
-    def children(self) -> tuple["Expr", ...]:
+    def children(self) -> tuple[Expr, ...]:
         return ()
 
-    def walk(self) -> Iterator["Expr"]:
+    def walk(self) -> Iterator[Expr]:
         yield self
         for c in self.children():
             yield from c.walk()
 
-    def map(self, f: Callable[["Expr"], "Expr | None"]) -> "Expr":
+    def map(self, f: Callable[[Expr], Expr | None]) -> Expr:
         """Rebuild bottom-up, replacing each node `n` by `f(n)` when that is not None."""
         new = self._rebuild(tuple(c.map(f) for c in self.children()))
         out = f(new)
         return new if out is None else out
 
-    def _rebuild(self, kids: tuple["Expr", ...]) -> "Expr":
+    def _rebuild(self, kids: tuple[Expr, ...]) -> Expr:
         return self
 
 

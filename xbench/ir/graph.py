@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -109,7 +110,7 @@ def _fmt_param(value: Any) -> str:
 
 def print_graph(g: Graph, *, with_loc: bool = True, with_header: bool = True) -> str:
     names: dict[int, str] = {}
-    for i, (v, n) in enumerate(zip(g.inputs, g.input_names or [f"in{i}" for i in range(len(g.inputs))])):
+    for v, n in zip(g.inputs, g.input_names or [f"in{i}" for i in range(len(g.inputs))]):
         names[v.id] = n
     counter = itertools.count()
 

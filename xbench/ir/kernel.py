@@ -16,8 +16,9 @@ one structure to its own code and reads the kernel's `Schedule`.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class Reduce:
     def exprs(self) -> tuple[Expr, ...]:
         return (self.body,)
 
-    def replace(self, f) -> "Reduce":
+    def replace(self, f) -> Reduce:
         return Reduce(self.local, self.kind, self.axes, f(self.body), self.dtype, self.index_local)
 
     def text(self) -> str:
@@ -74,7 +75,7 @@ class Contract:
     def exprs(self) -> tuple[Expr, ...]:
         return (self.lhs, self.rhs)
 
-    def replace(self, f) -> "Contract":
+    def replace(self, f) -> Contract:
         return Contract(self.local, self.axes, f(self.lhs), f(self.rhs), self.dtype, self.roles)
 
     def text(self) -> str:
@@ -89,7 +90,7 @@ class Assign:
     def exprs(self) -> tuple[Expr, ...]:
         return (self.value,)
 
-    def replace(self, f) -> "Assign":
+    def replace(self, f) -> Assign:
         return Assign(self.local, f(self.value))
 
     def text(self) -> str:
@@ -107,7 +108,7 @@ class Store:
     def exprs(self) -> tuple[Expr, ...]:
         return (*self.index, self.value)
 
-    def replace(self, f) -> "Store":
+    def replace(self, f) -> Store:
         return Store(self.buf, self.axes, tuple(f(i) for i in self.index), f(self.value), self.scope)
 
     def text(self) -> str:
@@ -130,7 +131,7 @@ class Scan:
     def exprs(self) -> tuple[Expr, ...]:
         return (*self.index, self.body)
 
-    def replace(self, f) -> "Scan":
+    def replace(self, f) -> Scan:
         return Scan(self.buf, self.axis, tuple(f(i) for i in self.index), f(self.body), self.kind, self.dtype,
                     self.reverse)
 
@@ -152,7 +153,7 @@ class Sort:
     def exprs(self) -> tuple[Expr, ...]:
         return (*self.index, self.body)
 
-    def replace(self, f) -> "Sort":
+    def replace(self, f) -> Sort:
         return Sort(self.values_buf, self.indices_buf, self.axis, tuple(f(i) for i in self.index), f(self.body),
                     self.descending)
 
@@ -173,7 +174,7 @@ class ScatterAdd:
     def exprs(self) -> tuple[Expr, ...]:
         return (*self.index, self.value)
 
-    def replace(self, f) -> "ScatterAdd":
+    def replace(self, f) -> ScatterAdd:
         return ScatterAdd(self.buf, self.axes, tuple(f(i) for i in self.index), f(self.value))
 
     def text(self) -> str:

@@ -119,9 +119,7 @@ class LowerCtx:
         outputs = {v.id for v in g.outputs}
         for e in g.eqns:
             for v in e.outputs:
-                if e.prim.root or v.id in outputs:
-                    self.materialized.add(v.id)
-                elif self.uses.get(v.id, 0) > 1 and self.cost(v) > CHEAP:
+                if e.prim.root or v.id in outputs or self.uses.get(v.id, 0) > 1 and self.cost(v) > CHEAP:
                     self.materialized.add(v.id)
 
     def build(self) -> tuple[list[Kernel], list[str]]:

@@ -6,8 +6,8 @@ their own code (numba expressions, CUDA intrinsics, Ascend C vector instructions
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

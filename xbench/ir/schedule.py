@@ -5,8 +5,9 @@ schedule; the tuner searches the choices; the predictor prices a schedule; the c
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Schedule(Mapping[str, Any]):
     def __eq__(self, other) -> bool:
         return isinstance(other, Mapping) and dict(self) == dict(other)
 
-    def with_(self, **kw: Any) -> "Schedule":
+    def with_(self, **kw: Any) -> Schedule:
         return Schedule(dict(self), **kw)
 
     def __repr__(self) -> str:

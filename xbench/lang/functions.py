@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from .. import dtypes as D
 from ..errors import DTypeError, ShapeError, TraceError, user_location
-from ..ir.prims.movement import window_out
 from ..ir.scalar import BINARY, UNARY
+from . import amp
 from .tensor import Tensor
 from .trace import bind, constant
 
@@ -137,6 +137,8 @@ def unary(fn: str, x) -> Tensor:
     f = UNARY[fn]
     if f.accepts == "float" and not D.is_float(x.dtype):
         x = cast(x, D.float32)
+    if f.transcendental:
+        x = cast(x, amp.full_precision(x.dtype))
     if not f.accepts_dtype(x.dtype):
         raise _err(DTypeError, f"{fn} does not accept {x.dtype}",
                    "use xb.logical_not for bools and ~ for integers" if fn in ("logical_not", "bitwise_not")
@@ -454,6 +456,8 @@ def sliding_window(x, window: Sequence[int], axes: Sequence[int] | None = None, 
 
 def _reduce(x, kind: str, axis, keepdims: bool) -> Tensor:
     x = asarray(x)
+    if kind in ("sum", "prod"):
+        x = cast(x, amp.full_precision(x.dtype))
     axes = _norm_axes(axis, x.ndim)
     if kind in ("sum", "prod") and x.dtype == "bool":
         x = cast(x, "int64")
@@ -579,7 +583,7 @@ def cummin(x, axis: int = -1) -> Tensor:
 # ---- contraction --------------------------------------------------------------------------------------
 
 def _contract(a: Tensor, b: Tensor, lc, rc, lb=(), rb=()) -> Tensor:
-    dtype = D.promote(a.dtype, b.dtype)
+    dtype = amp.contraction_dtype(D.promote(a.dtype, b.dtype))
     a, b = cast(a, dtype), cast(b, dtype)
     return bind("contract", a, b, lhs_contract=tuple(lc), rhs_contract=tuple(rc), lhs_batch=tuple(lb),
                 rhs_batch=tuple(rb))

@@ -5,8 +5,9 @@ import functools
 import inspect
 import logging
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from .. import dtypes as D
 from ..config import log
 from ..errors import ArgumentError, DTypeError, Location, ShapeError, TraceError, XbenchError, user_location
 from ..ir.graph import Graph, Var
+from . import amp
 from .dims import Dim
 from .tensor import Tensor, TensorSpec
 from .trace import Trace, tracing
@@ -52,7 +54,7 @@ def _resolve_annotation(ann, fn) -> Any:
         ns = dict(fn.__globals__)
         ns.setdefault("Tensor", Tensor)
         ns.setdefault("xb", xbench)
-        return eval(ann, {}, _AutoDims(ns))  # noqa: S307 - the user's own annotation text
+        return eval(ann, {}, _AutoDims(ns))
     return ann
 
 
@@ -246,7 +248,7 @@ class Operator:
         bound, tensors, statics, dims = self._bind(args, kwargs, loc)
         arrays = list(tensors.values())
         key = (tuple((n, tuple(a.shape), str(D.canonical(a.dtype))) for n, a in tensors.items()),
-               tuple((k, _static_key(v)) for k, v in statics.items()))
+               tuple((k, _static_key(v)) for k, v in statics.items()), amp.policy())
         with self._lock:
             spec = self._cache.get(key)
             if spec is None:

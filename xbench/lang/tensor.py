@@ -260,11 +260,11 @@ class Tensor(metaclass=_TensorMeta):
         return getitem(self, key)
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         return self.transpose()
 
     @property
-    def mT(self) -> "Tensor":
+    def mT(self) -> Tensor:
         return self.swapaxes(-1, -2)
 
     def reshape(self, *shape):

@@ -19,7 +19,7 @@ class Trace:
         self.name = name
         self.eqns: list[Eqn] = []
 
-    def __enter__(self) -> "Trace":
+    def __enter__(self) -> Trace:
         stack = getattr(_state, "stack", None)
         if stack is None:
             stack = _state.stack = []

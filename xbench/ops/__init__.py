@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..lang.operator import Operator, tensor_op
 
 _here = Path(__file__).resolve()
 for _candidate in (_here.parents[2] / "kernels", _here.parents[1] / "_kernels"):
     if _candidate.is_dir() and (_candidate / "__init__.py").exists():
-        __path__.append(str(_candidate))  # noqa: F821 - package __path__
+        __path__.append(str(_candidate))
         break
 
 REGISTRY: dict[str, tuple[Operator, str]] = {}
@@ -37,12 +37,12 @@ def _load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    for info in pkgutil.iter_modules(__path__):  # noqa: F821
+    for info in pkgutil.iter_modules(__path__):
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
 
 
-def list(category: str | None = None) -> list[str]:  # noqa: A001 - the documented name
+def list(category: str | None = None) -> list[str]:
     """Names of the library operators (in one category, if given)."""
     _load_all()
     return sorted(n for n, (_, c) in REGISTRY.items() if category in (None, c))

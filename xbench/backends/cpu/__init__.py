@@ -12,14 +12,15 @@ import numpy as np
 
 from ...cache import digest, write_once
 from ...config import cache_dir, log, tool_versions
-from ...dtypes import is_float
+from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
 from ...ir.kernel import Kernel, Program
 from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
-from .codegen import ModuleWriter, _contract_roles, needs_collapse
+from .codegen import ModuleWriter, _contract_roles, needs_collapse, storage_dtype
+from .lowp import LOAD as LOWP
 
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 PARALLEL_MIN_WORK = 1 << 15
 _modules: dict[str, object] = {}
 _lock = threading.Lock()
@@ -51,12 +52,16 @@ class CpuArtifact(Artifact):
             raise BackendError(f"{p.name} takes {len(p.inputs)} arrays ({', '.join(p.inputs)}), got {len(arrays)}")
         args = []
         for a, name in zip(arrays, p.inputs):
-            want = np.dtype(p.buffers[name].dtype)
+            dtype = p.buffers[name].dtype
+            want = to_numpy(dtype)
             a = np.asarray(a)
             if a.dtype != want:
                 a = a.astype(want)
-            args.append(np.ascontiguousarray(a))
-        return self.module.run(*args, *self.const_args)
+            a = np.ascontiguousarray(a)
+            args.append(a.view(np.uint16) if dtype in LOWP else a)
+        outs = self.module.run(*args, *self.const_args)
+        return [o.view(to_numpy(p.buffers[n].dtype)) if p.buffers[n].dtype in LOWP else o
+                for o, n in zip(outs, p.outputs)]
 
 
 class CpuBackend:
@@ -91,10 +96,6 @@ class CpuBackend:
         return Schedule(s)
 
     def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, **options) -> CpuArtifact:
-        for b in program.buffers.values():
-            if b.dtype in ("float16", "bfloat16"):
-                raise BackendError(f"the cpu backend does not take {b.dtype} buffers ({b.name}) yet",
-                                   hint="compute in float32 (x.astype(np.float32))")
         schedules = schedules or {k.name: self.default_schedule(k) for k in program.kernels}
         t0 = time.perf_counter()
         writer = ModuleWriter(program, schedules, threads())
@@ -111,8 +112,8 @@ class CpuBackend:
         for k in program.kernels:
             infos.append(KernelInfo(k.name, k.kind, _function_source(source, k.name), schedules[k.name],
                                     {"parallel": bool(schedules[k.name].get("parallel")), "work": kernel_work(k)}))
-        consts = tuple(np.ascontiguousarray(b.value, dtype=np.dtype(b.dtype)) for b in program.buffers.values()
-                       if b.role == "const")
+        consts = tuple(np.ascontiguousarray(np.asarray(b.value).astype(to_numpy(b.dtype))).view(storage_dtype(b.dtype))
+                       for b in program.buffers.values() if b.role == "const")
         art = CpuArtifact(self.name, program, source, infos,
                           {"file": str(path), "numba": tool_versions()["numba"], "threads": threads(),
                            "jit_ms": round(jit_ms, 1), "kernels": len(program.kernels)},
@@ -145,7 +146,7 @@ def _compile_all(module, program: Program) -> float:
         sig = []
         for p in params:
             b = program.buffers[p]
-            dt = numba.from_dtype(np.dtype(b.dtype))
+            dt = numba.from_dtype(storage_dtype(b.dtype))
             sig.append(numba.types.Array(dt, len(b.shape), "C"))
         try:
             fn.compile(tuple(sig))

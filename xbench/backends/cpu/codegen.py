@@ -12,10 +12,11 @@ import numpy as np
 
 from ...dtypes import is_float, is_int
 from ...ir import expr as E
-from ...ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local
+from ...ir.expr import INDEX, Call, Cast, Expr, Idx, Load, Local
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
+from . import lowp
 
 try:
     from . import mathlib
@@ -23,6 +24,16 @@ except ImportError:  # pragma: no cover
     mathlib = None
 
 FASTMATH = '{"nsz", "arcp", "contract", "afn", "reassoc"}'
+
+
+def storage_dtype(dtype: str) -> np.dtype:
+    """The numpy type of a buffer as the generated code sees it (16-bit floats as their uint16 bits)."""
+    return np.dtype(np.uint16) if dtype in lowp.LOAD else np.dtype(dtype)
+
+
+def compute_dtype(dtype: str) -> str:
+    """16-bit floats are stored as bits and computed in float32."""
+    return "float32" if dtype in lowp.LOAD else dtype
 
 _MATH = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "sin": "math.sin", "cos": "math.cos",
          "tan": "math.tan", "asin": "math.asin", "acos": "math.acos", "atan": "math.atan", "sinh": "math.sinh",
@@ -51,8 +62,36 @@ class ModuleWriter:
         self.schedules = schedules
         self.threads = threads
         self.helpers: set[str] = set()
-        self.emitter = Emitter(self._spell)
+        self.row_names = {n for k in program.kernels for n in k.row_buffers}
+        self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast)
         self.fast_math = True
+
+    # ---- 16-bit floats: uint16 bits in buffers, float32 in registers ---------------------------------
+    def _load(self, buf: str, dtype: str, text: str) -> str:
+        if dtype in lowp.LOAD and buf not in self.row_names:
+            self.helpers.add("lowp")
+            return f"{lowp.LOAD[dtype]}({text})"
+        return text
+
+    def _cast(self, src: str, dst: str, text: str) -> str | None:
+        if dst in lowp.STORE and src != dst:
+            self.helpers.add("lowp")
+            return f"{lowp.LOAD[dst]}({lowp.STORE[dst]}({text}))"
+        return None
+
+    def np_type(self, dtype: str) -> str:
+        return NP_TYPES[compute_dtype(dtype)]
+
+    def assign(self, buf: str, index: list[str], value: str, op: str = "=") -> str:
+        """`buf[index] = value` (or `+=`), rounding to 16 bits when the buffer stores them."""
+        target = subscript(buf, index)
+        b = self.program.buffers.get(buf)
+        if b is None or b.dtype not in lowp.STORE:
+            return f"{target} {op} {value}"
+        self.helpers.add("lowp")
+        if op == "+=":
+            value = f"{lowp.LOAD[b.dtype]}({target}) + {value}"
+        return f"{target} = {lowp.STORE[b.dtype]}({value})"
 
     # ---- scalar functions ----------------------------------------------------------------------------
     def _spell(self, fn: str, dtype: str, args: list[str], arg_types: list[str]) -> str | None:
@@ -124,6 +163,8 @@ class ModuleWriter:
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
+        if "lowp" in self.helpers:
+            extra.append(lowp.SOURCE.strip("\n"))
         if "runtime" in self.helpers:
             extra.append(RUNTIME.strip("\n"))
         names = sorted(getattr(self, "_math_names", set()))
@@ -155,7 +196,7 @@ class ModuleWriter:
         with src.indent():
             for name, b in p.buffers.items():
                 if b.role in ("output", "temp"):
-                    src(f"{name} = np.empty({tuple(b.shape)!r}, np.{np.dtype(b.dtype).name})")
+                    src(f"{name} = np.empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})")
             for k in p.kernels:
                 src(f"{k.name}({', '.join(self.params(k))})")
             src(f"return [{', '.join(p.outputs)}]")
@@ -215,7 +256,7 @@ class ModuleWriter:
     def point(self, src: Source, k: Kernel, bound: set[str]) -> None:
         """The stages of a kernel at one outer point."""
         for name, (shape, dtype) in k.row_buffers.items():
-            src(f"{name} = np.empty({tuple(shape)!r}, {NP_TYPES[dtype]})")
+            src(f"{name} = np.empty({tuple(shape)!r}, {self.np_type(dtype)})")
         for s in k.stages:
             self.stage(src, s, bound)
         if not k.stages:
@@ -257,7 +298,7 @@ class ModuleWriter:
             exprs = self.hoist(src, [*s.index, s.value], {a.name for a in s.axes}) if s.axes else [*s.index, s.value]
             with _Indent(src, self.loops(src, s.axes)):
                 vals = self.values(src, exprs, bound, set())
-                src(f"{subscript(s.buf, vals[:-1])} = {vals[-1]}")
+                src(self.assign(s.buf, vals[:-1], vals[-1]))
         elif isinstance(s, Reduce):
             self.reduce(src, s, bound)
         elif isinstance(s, Contract):
@@ -274,7 +315,7 @@ class ModuleWriter:
         elif isinstance(s, ScatterAdd):
             with _Indent(src, self.loops(src, s.axes)):
                 vals = self.values(src, [*s.index, s.value], bound, set())
-                src(f"{subscript(s.buf, vals[:-1])} += {vals[-1]}")
+                src(self.assign(s.buf, vals[:-1], vals[-1], "+="))
         else:
             raise TypeError(type(s).__name__)
 
@@ -345,12 +386,12 @@ class ModuleWriter:
                     src(f"_acc = _xb_{'maximum' if s.kind == 'max' else 'minimum'}(_acc, {v})")
                 else:
                     src(f"_acc = {s.kind}(_acc, {v})")
-            src(f"{subscript(s.buf, vals[:-1])} = _acc")
+            src(self.assign(s.buf, vals[:-1], "_acc"))
 
     def sort(self, src: Source, s: Sort) -> None:
         n = s.axis.extent
         dt = s.body.dtype
-        src(f"_row = np.empty({n}, {NP_TYPES[dt]})")
+        src(f"_row = np.empty({n}, {self.np_type(dt)})")
         src(f"for {s.axis.name} in range({n}):")
         with src.indent():
             (v,) = self.values(src, [s.body], set(), set())
@@ -364,7 +405,7 @@ class ModuleWriter:
         with src.indent():
             idx = ", ".join(self.emitter.expr(i) for i in s.index)
             if s.values_buf:
-                src(f"{s.values_buf}[{idx}] = _row[_order[{s.axis.name}]]")
+                src(self.assign(s.values_buf, [idx], f"_row[_order[{s.axis.name}]]"))
             if s.indices_buf:
                 src(f"{s.indices_buf}[{idx}] = _order[{s.axis.name}]")
 
@@ -415,8 +456,13 @@ class ContractWriter:
 
     def text(self) -> str:
         if self.c.dtype in ("float32", "float64") and self.sched.get("impl", "blas") == "blas":
-            return self.blas()
-        return self.loops()
+            body = self.blas()
+        else:
+            body = self.loops()
+        parallel = "numba.prange" in body and bool(self.sched.get("parallel", True))
+        if not parallel:
+            body = body.replace("numba.prange(", "range(")
+        return self.w.decorator(parallel) + "\n" + body
 
     def _view(self, e: Expr, rows, cols) -> str | None:
         """A numpy view of a direct operand load as a [rows, cols] matrix (per batch), or None."""
@@ -446,7 +492,7 @@ class ContractWriter:
         return None
 
     def _pack(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
-        R, C = _prod(rows), _prod(cols)
+        R = _prod(rows)
         src(f"for _p in numba.prange({R}):")
         with src.indent():
             rem = "_p"
@@ -466,7 +512,6 @@ class ContractWriter:
         w, k, c = self.w, self.k, self.c
         dt = c.dtype
         src = Source()
-        src(w.decorator(True))
         src(f"def {k.name}({', '.join(w.params(k))}):")
         M, N, K = _prod(self.m), _prod(self.n), _prod(self.kaxes)
         B = _prod(self.batch)
@@ -571,13 +616,12 @@ class ContractWriter:
                     if isinstance(s, Assign):
                         src(f"{s.local} = {vals[0]}")
                     else:
-                        src(f"{subscript(s.buf, vals[:-1])} = {vals[-1]}")
+                        src(self.w.assign(s.buf, vals[:-1], vals[-1]))
 
     def loops(self) -> str:
         """Blocked i-k-j loops: one accumulator row per (batch, m) point, k outer, n inner."""
         w, k, c = self.w, self.k, self.c
         src = Source()
-        src(w.decorator(True))
         src(f"def {k.name}({', '.join(w.params(k))}):")
         N = _prod(self.n)
         pts = self.batch + self.m

@@ -13,9 +13,10 @@ Adding a primitive means adding one object in one of the family modules here; li
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-REGISTRY: dict[str, "Primitive"] = {}
+REGISTRY: dict[str, Primitive] = {}
 
 
 class Primitive:
@@ -61,6 +62,6 @@ class Primitive:
         return f"<primitive {self.name}>"
 
 
-from . import elementwise, reduce, contract, movement, indexing, scan_sort, creation  # noqa: E402,F401
+from . import contract, creation, elementwise, indexing, movement, reduce, scan_sort  # noqa: E402,F401
 
 __all__ = ["Primitive", "REGISTRY"]

@@ -39,7 +39,7 @@ def _ref(a, b, *, lhs_contract, rhs_contract, lhs_batch, rhs_batch):
     letters = iter("abcdefghijklmnopqrstuvwxyz")
     la = [None] * a.ndim
     lb = [None] * b.ndim
-    batch, ka = [], []
+    batch = []
     for i, j in zip(lhs_batch, rhs_batch):
         la[i] = lb[j] = c = next(letters)
         batch.append(c)
