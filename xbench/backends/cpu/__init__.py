@@ -20,7 +20,7 @@ from .. import Artifact, KernelInfo
 from .codegen import ModuleWriter, _contract_roles, needs_collapse, storage_dtype
 from .lowp import LOAD as LOWP
 
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 PARALLEL_MIN_WORK = 1 << 15
 _modules: dict[str, object] = {}
 _lock = threading.Lock()
@@ -83,6 +83,10 @@ class CpuBackend:
         if "impl" in d:
             out["impl"] = Knob("impl", ("blas", "loops", "points"), d["impl"],
                                "contraction: BLAS panels, blocked loops, or a dot per output point")
+        if "batch_parallel" in d:
+            out["batch_parallel"] = Knob("batch_parallel", (False, True), d["batch_parallel"],
+                                         "contraction: one single-threaded GEMM per core over the batch, "
+                                         "instead of multithreaded BLAS per GEMM")
         out["fast_math"] = Knob("fast_math", (True, False), True,
                                 "vectorisable approximations of exp/log/tanh/erf (bounded ulp error)")
         return out
@@ -90,9 +94,14 @@ class CpuBackend:
     def default_schedule(self, kernel: Kernel) -> Schedule:
         s = {"parallel": kernel_work(kernel) >= PARALLEL_MIN_WORK and bool(kernel.outer),
              "collapse": needs_collapse(kernel.outer, threads()) if kernel.outer else 1, "fast_math": True}
-        if kernel.kind == "contract" and _contract_roles(kernel) is not None:
+        roles = _contract_roles(kernel) if kernel.kind == "contract" else None
+        if roles is not None:
             acc = kernel.stages[0].dtype
             s["impl"] = "blas" if acc in ("float32", "float64") else "loops"
+            batches = int(np.prod([a.extent for a in roles[1]], dtype=np.int64)) if roles[1] else 1
+            if batches > 1:
+                # enough independent GEMMs to give every core whole ones: cheaper than BLAS's own threading
+                s["batch_parallel"] = batches >= 2 * threads()
         return Schedule(s)
 
     def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, **options) -> CpuArtifact:

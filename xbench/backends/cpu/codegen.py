@@ -160,6 +160,9 @@ class ModuleWriter:
         src()
         src("import numba")
         src("import numpy as np")
+        if any(sc.get("batch_parallel", False) for sc in self.schedules.values()):
+            src()
+            src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
@@ -198,7 +201,13 @@ class ModuleWriter:
                 if b.role in ("output", "temp"):
                     src(f"{name} = np.empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})")
             for k in p.kernels:
-                src(f"{k.name}({', '.join(self.params(k))})")
+                call = f"{k.name}({', '.join(self.params(k))})"
+                if self.schedules.get(k.name, Schedule()).get("batch_parallel", False):
+                    src("with _xb_blas_threads(1):")
+                    with src.indent():
+                        src(call)
+                else:
+                    src(call)
             src(f"return [{', '.join(p.outputs)}]")
         return src.text()
 
@@ -521,18 +530,22 @@ class ContractWriter:
         with src.indent():
             lview = self._view(_acc(c.lhs, dt), self.m, self.kaxes) if c.lhs.dtype == dt else None
             rview = self._view(_acc(c.rhs, dt), self.kaxes, self.n) if c.rhs.dtype == dt else None
-            if lview is None:
-                src(f"_A = np.empty(({M}, {K}), {NP_TYPES[dt]})")
-            if rview is None:
-                src(f"_B = np.empty(({K}, {N}), {NP_TYPES[dt]})")
-            if direct_out is None:
-                src(f"_C = np.empty(({M}, {N}), {NP_TYPES[dt]})")
+            per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
+            alloc = {"_A": (lview is None, lhs_b, f"({M}, {K})"), "_B": (rview is None, rhs_b, f"({K}, {N})"),
+                     "_C": (direct_out is None, True, f"({M}, {N})")}
+            for name, (needed, varies, shape) in alloc.items():
+                if needed and not (per_batch and varies):
+                    src(f"{name} = np.empty({shape}, {NP_TYPES[dt]})")
             if lview is None and not lhs_b:
                 self._pack(src, "_A", c.lhs, self.m, self.kaxes, dt)
             if rview is None and not rhs_b:
                 self._pack_rhs(src, c.rhs, dt)
-            src(f"for _b in range({B}):")
+            # one GEMM per core (batch_parallel, BLAS limited to one thread by the host) or BLAS threads per GEMM
+            src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
             with src.indent():
+                for name, (needed, varies, shape) in alloc.items():
+                    if needed and per_batch and varies:
+                        src(f"{name} = np.empty({shape}, {NP_TYPES[dt]})")
                 rem = "_b"
                 for i, a in enumerate(self.batch):
                     inner = _prod(self.batch[i + 1:])
