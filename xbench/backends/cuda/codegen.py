@@ -26,7 +26,8 @@ IR already say float32), and a schedule knob chooses float16 or float32 for row 
 """
 from __future__ import annotations
 
-import math
+import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -320,6 +321,32 @@ def contiguous_across_points(k: Kernel) -> bool:
     return True
 
 
+RESERVED = {"cuda", "np", "math", "grid", "alloc", "launch", "run", "GRID", "BLOCK", "libdevice", "min", "max",
+            "abs", "range", "True", "False", "None"}
+
+
+def safe_names(program: Program) -> dict[str, str]:
+    """Buffer names as Python identifiers in the generated module, renamed where they would shadow a module
+    name, an axis or a local of the program."""
+    import keyword
+    taken = set(RESERVED) | set(keyword.kwlist)
+    for k in program.kernels:
+        taken |= {a.name for a in k.outer} | set(k.locals) | set(k.row_buffers)
+        for s in k.stages:
+            taken |= {a.name for a in _stage_axes(s)}
+            for attr in ("local", "index_local"):
+                if getattr(s, attr, None):
+                    taken.add(getattr(s, attr))
+    out = {}
+    for name in program.buffers:
+        new = name if name.isidentifier() else "".join(ch if ch.isalnum() else "_" for ch in name)
+        while new in taken or new.startswith("_") or (new[:1].isdigit()):
+            new = f"b{new}" if new.startswith("_") or new[:1].isdigit() else f"{new}_"
+        taken.add(new)
+        out[name] = new
+    return out
+
+
 # ---- the module ------------------------------------------------------------------------------------------
 
 class ModuleWriter:
@@ -339,6 +366,12 @@ class ModuleWriter:
                 raise BackendError(f"the cuda backend does not take bfloat16 buffers ({name}) yet",
                                    hint="use float16 or float32 (x.astype(np.float32))")
         self.zero_d = {n for n, b in program.buffers.items() if len(b.shape) == 0}
+        self.safe = safe_names(program)
+        self.orig = {v: n for n, v in self.safe.items()}
+
+    def rename(self, e: Expr) -> Expr:
+        return e.map(lambda n: Load(self.safe[n.buf], n.index, n.dtype)
+                     if isinstance(n, Load) and self.safe.get(n.buf, n.buf) != n.buf else None)
 
     # ---- scalar functions ----------------------------------------------------------------------------
     def _spell(self, fn: str, dtype: str, args: list[str], arg_types: list[str]) -> str | None:
@@ -394,7 +427,7 @@ class ModuleWriter:
 
     # ---- expressions -----------------------------------------------------------------------------------
     def prep(self, e: Expr, row_dtypes: dict[str, str]) -> Expr:
-        return promote_half(simplify_pow(zero_d(e, self.zero_d)), row_dtypes)
+        return self.rename(promote_half(simplify_pow(zero_d(e, self.zero_d)), row_dtypes))
 
     # ---- building ----------------------------------------------------------------------------------------
     def build(self) -> None:
@@ -512,26 +545,27 @@ class ModuleWriter:
             src("}")
         src()
         src()
-        src("def launch(b, grid=GRID):")
+        src("def launch(_b, grid=GRID):")
         with src.indent():
-            src('"""Every kernel of the program, in order, on the device arrays `b` (asynchronous on a GPU)."""')
+            src('"""Every kernel of the program, in order, on the device arrays `_b` (asynchronous on a GPU)."""')
             for ln in self.launches:
-                args = ", ".join(f"b[{a!r}]" for a in ln.params)
+                args = ", ".join(f"_b[{a!r}]" for a in ln.params)
                 src(f"{ln.name}[grid[{ln.name!r}], BLOCK[{ln.name!r}]]({args})")
         src()
         src()
-        src(f"def run({', '.join(p.inputs + consts)}, grid=GRID):")
+        safe = self.safe
+        src(f"def run({', '.join(safe[n] for n in p.inputs + consts)}, grid=GRID):")
         with src.indent():
-            src("b = alloc(grid)")
+            src("_b = alloc(grid)")
             for name in p.inputs + consts:
                 b = p.buffers[name]
-                value = name if b.shape else f"{name}.reshape(1)"
-                src(f"b[{name!r}] = cuda.to_device({value})")
-            src("launch(b, grid)")
+                value = safe[name] if b.shape else f"{safe[name]}.reshape(1)"
+                src(f"_b[{name!r}] = cuda.to_device({value})")
+            src("launch(_b, grid)")
             outs = []
             for o in p.outputs:
                 shape = tuple(p.buffers[o].shape)
-                get = f"b[{o!r}].copy_to_host()"
+                get = f"_b[{o!r}].copy_to_host()"
                 outs.append(get if shape else f"{get}.reshape(())")
             src(f"return [{', '.join(outs)}]")
         return src.text()
@@ -588,13 +622,22 @@ class BodyWriter:
                 s = Scan(s.buf, s.axis, s.index, s.body, s.kind, cdt(s.dtype), s.reverse)
             if isinstance(s, Store) and s.buf in self.mw.zero_d and not s.index:
                 s = Store(s.buf, s.axes, (E.ZERO,), s.value, s.scope)
+            safe = self.mw.safe
+            for attr in ("buf", "values_buf", "indices_buf"):
+                b = getattr(s, attr, None)
+                if b and b in safe and safe[b] != b:
+                    s = dataclasses.replace(s, **{attr: safe[b]})
             stages.append(s)
         return Kernel(k.name, k.kind, k.outer, stages, dict(k.row_buffers), dict(k.locals), list(k.origin))
 
     def params(self) -> list[str]:
+        """Program buffer names (and scratch names) in argument order."""
         k = self.k
         bufs = k.reads() + [b for b in k.writes() if b not in k.reads()]
-        return bufs + [s.name for s in self.scratch]
+        return [self.mw.orig.get(b, b) for b in bufs] + [s.name for s in self.scratch]
+
+    def arg_names(self) -> str:
+        return ", ".join(self.mw.safe.get(p, p) for p in self.params())
 
     # ---- expressions -------------------------------------------------------------------------------------
     def values(self, exprs: list[Expr]) -> list[str]:
@@ -661,20 +704,35 @@ class BodyWriter:
                 self.src(f"{prefix}{i} = {rem} - {a.name} * {inner}")
                 rem = f"{prefix}{i}"
 
-    def open_loop(self, axes, flat: str = "_q", need_flat: bool = False) -> int:
-        """Open the loop over a stage's axes, strided by the T threads of a point; returns the indent."""
-        L = _extents(axes)
+    @contextlib.contextmanager
+    def strided(self, var: str, start: str, stop, step):
+        """`for var in range(start, stop, step)` as a while loop (numba's range with a step computes a trip
+        count with a 64-bit division and is unrolled with more registers)."""
+        src = self.src
+        if str(start) == "0" and str(step) == "1":
+            src(f"for {var} in range({stop}):")
+            with src.indent():
+                yield
+            return
+        src(f"{var} = {start}")
+        src(f"while {var} < {stop}:")
+        with src.indent():
+            yield
+            src(f"{var} += {step}")
+
+    @contextlib.contextmanager
+    def loop(self, axes, flat: str = "_q", need_flat: bool = False):
+        """The loop over a stage's axes at one point, strided over the T threads of the point."""
         if self.T == 1 and not need_flat:
             for j, a in enumerate(axes):
                 with _Indent(self.src, j):
                     self.src(f"for {a.name} in range({a.extent}):")
-            return len(axes)
-        start = "_lane" if self.T > 1 else "0"
-        step = f", {self.T}" if self.T > 1 else ""
-        self.src(f"for {flat} in range({start}, {L}{step}):")
-        with self.src.indent():
+            with _Indent(self.src, len(axes)):
+                yield
+            return
+        with self.strided(flat, "_lane" if self.T > 1 else "0", _extents(axes), self.T):
             self.unravel(flat, axes, f"{flat}r")
-        return 1
+            yield
 
     def sync(self) -> None:
         if self.T > 1:
@@ -744,13 +802,13 @@ class BodyWriter:
             depth = 1
         with _Indent(self.src, depth):
             exprs = self.hoist([*s.index, s.value], {a.name for a in s.axes})
-            with _Indent(self.src, self.open_loop(s.axes)):
+            with self.loop(s.axes):
                 vals = self.values(exprs)
                 self.src(f"{self.store_target(s.buf, vals[:-1])} = {vals[-1]}")
         return False
 
     def scatter(self, s: ScatterAdd) -> bool:
-        dt = self.mw.program.buffers[s.buf].dtype
+        dt = self.mw.program.buffers[self.mw.orig.get(s.buf, s.buf)].dtype
         if dt not in ("float32", "float64", "int32", "int64", "uint32", "uint64"):
             raise BackendError(f"kernel {self.origin}: cuda.atomic.add does not take {dt} ({s.buf})",
                                hint="scatter-add into a float32, float64, int32 or int64 tensor")
@@ -761,7 +819,7 @@ class BodyWriter:
             depth = 1
         with _Indent(self.src, depth):
             value = _acc(s.value, dt)
-            with _Indent(self.src, self.open_loop(s.axes)):
+            with self.loop(s.axes):
                 vals = self.values([*s.index, value])
                 idx = vals[:-1]
                 target = idx[0] if len(idx) == 1 else f"({', '.join(idx)})"
@@ -814,7 +872,7 @@ class BodyWriter:
         arg = kind in ("argmax", "argmin")
         if arg:
             src(f"{index_local} = 0")
-        with _Indent(src, self.open_loop(axes, need_flat=arg)):
+        with self.loop(axes, need_flat=arg):
             (v,) = self.values([body])
             if arg:
                 op = ">" if kind == "argmax" else "<"
@@ -904,8 +962,7 @@ class BodyWriter:
         T = self.T
         init = self.init_value(s.kind, dt)
         src(f"_c{_n} = {init}")
-        src(f"for _k in range(0, {n}, {T}):")
-        with src.indent():
+        with self.strided("_k", "0", n, T):
             src("_q = _k + _lane")
             src(f"_v{_n} = {init}")
             src(f"if _q < {n}:")
@@ -946,9 +1003,7 @@ class BodyWriter:
         a = s.axis.name
         T = self.T
         lane = "_lane" if T > 1 else "0"
-        step = f", {T}" if T > 1 else ""
-        src(f"for _q in range({lane}, {P2}{step}):")
-        with src.indent():
+        with self.strided("_q", lane, P2, T):
             src(f"if _q < {n}:")
             with src.indent():
                 src(f"{a} = _q")
@@ -968,8 +1023,7 @@ class BodyWriter:
             src("_j = _k >> 1")
             src("while _j > 0:")
             with src.indent():
-                src(f"for _q in range({lane}, {P2}{step}):")
-                with src.indent():
+                with self.strided("_q", lane, P2, T):
                     src("_o = _q ^ _j")
                     src("if _o > _q:")
                     with src.indent():
@@ -1004,15 +1058,13 @@ class BodyWriter:
         if cond:
             src(f"if {cond}:")
             depth = 1
-        with _Indent(src, depth):
-            src(f"for _q in range({lane}, {n}{step}):")
-            with src.indent():
-                src(f"{a} = _q")
-                idx = self.values(list(s.index))
-                if s.values_buf:
-                    src(f"{subscript(s.values_buf, idx)} = {keys}[_q]")
-                if s.indices_buf:
-                    src(f"{subscript(s.indices_buf, idx)} = {idxs}[_q]")
+        with _Indent(src, depth), self.strided("_q", lane, n, T):
+            src(f"{a} = _q")
+            idx = self.values(list(s.index))
+            if s.values_buf:
+                src(f"{subscript(s.values_buf, idx)} = {keys}[_q]")
+            if s.indices_buf:
+                src(f"{subscript(s.indices_buf, idx)} = {idxs}[_q]")
         self.sync()
         return self.T > 1
 
@@ -1070,7 +1122,7 @@ class PointWriter(BodyWriter):
         inner = self.src.lines
         fast = bool(self.sched.get("fast_math", False))
         body(f"@cuda.jit(fastmath={fast}, cache=True)")
-        body(f"def {k.name}({', '.join(self.params())}):")
+        body(f"def {k.name}({self.arg_names()}):")
         with body.indent():
             for name, shape, dt in self.locals_arrays:
                 body(f"{name} = cuda.local.array({shape!r}, {NP[dt]})")
@@ -1164,23 +1216,25 @@ class RowWriter(BodyWriter):
         uses_scratch = bool(self.k.row_buffers) or any(isinstance(s, Sort) for s in k.stages)
         if uses_scratch and not isinstance(k.stages[-1], (Sort, Scan)):
             self.src("cuda.syncthreads()")
+        self.src("_g += cuda.gridDim.x")
         inner = self.src.lines
         fast = bool(self.sched.get("fast_math", False))
         body = Source()
         body(f"@cuda.jit(fastmath={fast}, cache=True)")
-        body(f"def {k.name}({', '.join(self.params())}):")
+        body(f"def {k.name}({self.arg_names()}):")
         with body.indent():
             for a in self.shared:
                 body(f"{a.name} = cuda.shared.array({a.shape!r}, {NP[a.dtype]})")
             body("_tid = cuda.threadIdx.x")
             if R > 1:
-                body(f"_lane = _tid % {T}")
-                body(f"_r = _tid // {T}")
+                body(f"_lane = _tid & {T - 1}")
+                body(f"_r = _tid >> {T.bit_length() - 1}")
             else:
                 body("_lane = _tid")
             if self.scratch:
                 body(f"_slot = cuda.blockIdx.x * {R} + _r" if R > 1 else "_slot = cuda.blockIdx.x")
-            body(f"for _g in range(cuda.blockIdx.x, {groups}, cuda.gridDim.x):")
+            body("_g = cuda.blockIdx.x")
+            body(f"while _g < {groups}:")
         body.lines.extend(inner)
         grid = (max(1, min(groups, 1 << 20)), 1, 1)
         return Launch(k.name, self.origin, "row", self.params(), (self.block_threads, 1, 1), grid,
@@ -1231,31 +1285,45 @@ class TiledWriter:
         lhs_kfast = self._fast_axis(c.lhs, kn)
         rhs_kfast = self._fast_axis(c.rhs, kn)
         fast = bool(self.sched.get("fast_math", False))
-        zero = self.em.const(0 if not is_float(acc_dt) else 0.0, acc_dt)
         src(f"@cuda.jit(fastmath={fast}, cache=True)")
-        src(f"def {k.name}({', '.join(self.body.params())}):")
-        src.depth += 1
-        for a in shared:
-            src(f"{a.name} = cuda.shared.array({a.shape!r}, {NP[a.dtype]})")
-        src(f"_C = cuda.local.array(({TM}, {TN}), {NP[acc_dt]})")
-        src("_tid = cuda.threadIdx.x")
-        src(f"_tx = _tid % {NTX}")
-        src(f"_ty = _tid // {NTX}")
-        src(f"for _bz in range(cuda.blockIdx.z, {B}, cuda.gridDim.z):")
-        src.depth += 1
-        self.body.unravel("_bz", self.batch, "_bzr")
-        src(f"for _by in range(cuda.blockIdx.y, {MT}, cuda.gridDim.y):")
-        src.depth += 1
-        src(f"_m0 = _by * {BM}")
-        src(f"for _bx in range(cuda.blockIdx.x, {NT}, cuda.gridDim.x):")
-        src.depth += 1
-        src(f"_n0 = _bx * {BN}")
+        src(f"def {k.name}({self.body.arg_names()}):")
+        strided = self.body.strided
+        with src.indent():
+            for a in shared:
+                src(f"{a.name} = cuda.shared.array({a.shape!r}, {NP[a.dtype]})")
+            src(f"_C = cuda.local.array(({TM}, {TN}), {NP[acc_dt]})")
+            src("_tid = cuda.threadIdx.x")
+            if NTX & (NTX - 1) == 0:
+                src(f"_tx = _tid & {NTX - 1}")
+                src(f"_ty = _tid >> {NTX.bit_length() - 1}")
+            else:
+                src(f"_tx = _tid % {NTX}")
+                src(f"_ty = _tid // {NTX}")
+            with strided("_bz", "cuda.blockIdx.z", B, "cuda.gridDim.z"):
+                self.body.unravel("_bz", self.batch, "_bzr")
+                with strided("_by", "cuda.blockIdx.y", MT, "cuda.gridDim.y"):
+                    src(f"_m0 = _by * {BM}")
+                    with strided("_bx", "cuda.blockIdx.x", NT, "cuda.gridDim.x"):
+                        src(f"_n0 = _bx * {BN}")
+                        self._block_tile(src, M, N, K, BM, BN, BK, TM, TN, NTX, NTY, nthreads, acc_dt, tile_dt,
+                                         lhs_kfast, rhs_kfast)
+        grid = (max(1, min(NT, (1 << 31) - 1)), max(1, min(MT, GRID_YZ_MAX)), max(1, min(B, GRID_YZ_MAX)))
+        return Launch(k.name, k.name, "tiled", self.body.params(), (nthreads, 1, 1), grid, shared, [],
+                      src.text(), 1, fast,
+                      {"M": M, "N": N, "K": K, "batch": B, "BM": BM, "BN": BN, "BK": BK, "TM": TM, "TN": TN,
+                       "pad": pad, "tile_dtype": tile_dt, "lhs_k_contiguous": lhs_kfast,
+                       "rhs_k_contiguous": rhs_kfast})
+
+    def _block_tile(self, src: Source, M, N, K, BM, BN, BK, TM, TN, NTX, NTY, nthreads, acc_dt, tile_dt,
+                    lhs_kfast, rhs_kfast) -> None:
+        """One BM x BN output tile: the K loop over shared tiles, then the epilogue per accumulator."""
+        c, k = self.c, self.k
+        zero = self.em.const(0 if not is_float(acc_dt) else 0.0, acc_dt)
         for i in range(TM):
             src(" = ".join(f"_c{i}_{j}" for j in range(TN)) + f" = {zero}")
-        src(f"for _k0 in range(0, {K}, {BK}):")
-        with src.indent():
-            self._tile(src, "_As", c.lhs, self.m, "_m0", M, BM, BK, K, lhs_kfast, nthreads, acc_dt, tile_dt)
-            self._tile(src, "_Bs", c.rhs, self.n, "_n0", N, BN, BK, K, rhs_kfast, nthreads, acc_dt, tile_dt)
+        with self.body.strided("_k0", "0", K, BK):
+            self._tile(src, "_As", c.lhs, self.m, "_m0", M, BM, BK, K, lhs_kfast, nthreads, acc_dt)
+            self._tile(src, "_Bs", c.rhs, self.n, "_n0", N, BN, BK, K, rhs_kfast, nthreads, acc_dt)
             src("cuda.syncthreads()")
             src(f"for _kk in range({BK}):")
             with src.indent():
@@ -1271,7 +1339,7 @@ class TiledWriter:
         for i in range(TM):
             for j in range(TN):
                 src(f"_C[{i}, {j}] = _c{i}_{j}")
-        # epilogue: the stages after the contraction, per accumulator
+        # the epilogue: the stages after the contraction, once per accumulator of the register tile
         src(f"for _i in range({TM}):")
         with src.indent():
             src(f"_gm = _m0 + _ty + _i * {NTY}")
@@ -1287,12 +1355,6 @@ class TiledWriter:
                         src(f"{c.local} = _C[_i, _j]")
                         for s in k.stages[1:]:
                             self.body.stage(s)
-        grid = (max(1, min(NT, (1 << 31) - 1)), max(1, min(MT, GRID_YZ_MAX)), max(1, min(B, GRID_YZ_MAX)))
-        return Launch(k.name, k.name, "tiled", self.body.params(), (nthreads, 1, 1), grid, shared, [],
-                      src.text(), 1, fast,
-                      {"M": M, "N": N, "K": K, "batch": B, "BM": BM, "BN": BN, "BK": BK, "TM": TM, "TN": TN,
-                       "pad": pad, "tile_dtype": tile_dt, "lhs_k_contiguous": lhs_kfast,
-                       "rhs_k_contiguous": rhs_kfast})
 
     def _half_operands(self) -> bool:
         k0 = self.mw.program.kernels
@@ -1309,17 +1371,24 @@ class TiledWriter:
         return bool(E.free_indices(loads[0].index[-1]) & k_names)
 
     def _tile(self, src: Source, name: str, e: Expr, free, base: str, F: int, BF: int, BK: int, K: int,
-              kfast: bool, nthreads: int, acc_dt: str, tile_dt: str) -> None:
-        """Load a BK x BF operand tile (zero outside the operand) into shared memory, K-major."""
+              kfast: bool, nthreads: int, acc_dt: str) -> None:
+        """Load a BK x BF operand tile (zero outside the operand) into shared memory, stored K-major; consecutive
+        threads take consecutive elements along the operand's contiguous axis."""
         zero = self.em.const(0 if not is_float(acc_dt) else 0.0, acc_dt)
-        src(f"for _e in range(_tid, {BF * BK}, {nthreads}):")
-        with src.indent():
-            if kfast:
-                src(f"_ff = _e // {BK}")
-                src(f"_kk = _e - _ff * {BK}")
+
+        def divmod_(x: str, n: int, q: str, r: str) -> None:
+            if n & (n - 1) == 0:
+                src(f"{q} = {x} >> {n.bit_length() - 1}")
+                src(f"{r} = {x} & {n - 1}")
             else:
-                src(f"_kk = _e // {BF}")
-                src(f"_ff = _e - _kk * {BF}")
+                src(f"{q} = {x} // {n}")
+                src(f"{r} = {x} - {q} * {n}")
+
+        with self.body.strided("_e", "_tid", BF * BK, nthreads):
+            if kfast:
+                divmod_("_e", BK, "_ff", "_kk")
+            else:
+                divmod_("_e", BF, "_kk", "_ff")
             src(f"_gf = {base} + _ff")
             src("_gk = _k0 + _kk")
             src(f"_t = {zero}")

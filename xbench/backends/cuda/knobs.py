@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from ...ir.kernel import Kernel, Sort
 from ...ir.schedule import Knob, Schedule
-from .codegen import (_extents, contiguous_across_points, next_pow2, scatter_phases, stage_length,
-                      tiled_roles)
+from .codegen import _extents, contiguous_across_points, next_pow2, scatter_phases, stage_length, tiled_roles
 
 POW2 = tuple(1 << i for i in range(11))            # 1 .. 1024
 

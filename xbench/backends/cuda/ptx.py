@@ -185,7 +185,7 @@ class _Helper:
     def _start(self) -> None:
         env = dict(os.environ)
         env["NUMBA_ENABLE_CUDASIM"] = "0"
-        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the helper
         self.proc = subprocess.Popen([sys.executable, "-m", "xbench.backends.cuda.ptx", "--serve"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      text=True, bufsize=1)
