@@ -20,7 +20,7 @@ from .. import Artifact, KernelInfo
 from .codegen import ModuleWriter, _contract_roles, needs_collapse, storage_dtype
 from .lowp import LOAD as LOWP
 
-CODEGEN_VERSION = "3"
+CODEGEN_VERSION = "5"
 PARALLEL_MIN_WORK = 1 << 15
 _modules: dict[str, object] = {}
 _lock = threading.Lock()
@@ -48,6 +48,29 @@ class CpuArtifact(Artifact):
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         p = self.program
+        outs = self.module.run(*self._args(arrays), *self.const_args)
+        return [o.view(to_numpy(p.buffers[n].dtype)) if p.buffers[n].dtype in LOWP else o
+                for o, n in zip(outs, p.outputs)]
+
+    def kernel_runners(self, *arrays: np.ndarray) -> dict:
+        """One zero-argument callable per kernel, over buffers filled by a full run: time kernels one by one."""
+        from .runtime import blas_threads
+        bufs = self.module.buffers(*self._args(arrays), *self.const_args)
+        out = {}
+        for name, (fn, params, one_blas) in self.module.KERNELS.items():
+            args = tuple(bufs[q] for q in params)
+
+            def call(fn=fn, args=args, one_blas=one_blas):
+                if one_blas:
+                    with blas_threads(1):
+                        fn(*args)
+                else:
+                    fn(*args)
+            out[name] = call
+        return out
+
+    def _args(self, arrays) -> list[np.ndarray]:
+        p = self.program
         if len(arrays) != len(p.inputs):
             raise BackendError(f"{p.name} takes {len(p.inputs)} arrays ({', '.join(p.inputs)}), got {len(arrays)}")
         args = []
@@ -59,9 +82,7 @@ class CpuArtifact(Artifact):
                 a = a.astype(want)
             a = np.ascontiguousarray(a)
             args.append(a.view(np.uint16) if dtype in LOWP else a)
-        outs = self.module.run(*args, *self.const_args)
-        return [o.view(to_numpy(p.buffers[n].dtype)) if p.buffers[n].dtype in LOWP else o
-                for o, n in zip(outs, p.outputs)]
+        return args
 
 
 class CpuBackend:
@@ -87,6 +108,9 @@ class CpuBackend:
             out["batch_parallel"] = Knob("batch_parallel", (False, True), d["batch_parallel"],
                                          "contraction: one single-threaded GEMM per core over the batch, "
                                          "instead of multithreaded BLAS per GEMM")
+        if kernel.row_buffers:
+            out["row_buffer"] = Knob("row_buffer", (True, False), True,
+                                     "keep a fused row in a scratch buffer, or recompute it where it is read")
         out["fast_math"] = Knob("fast_math", (True, False), True,
                                 "vectorisable approximations of exp/log/tanh/erf (bounded ulp error)")
         return out

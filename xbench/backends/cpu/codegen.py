@@ -192,10 +192,12 @@ class ModuleWriter:
         return src.text() + "\n"
 
     def host(self) -> str:
+        """`buffers(...)` runs every kernel and returns all buffers by name; `run(...)` returns the outputs;
+        `KERNELS` lists each kernel with its buffer parameters (for timing kernels one by one)."""
         p = self.program
-        consts = [n for n, b in p.buffers.items() if b.role == "const"]
+        args = ", ".join(p.inputs + [n for n, b in p.buffers.items() if b.role == "const"])
         src = Source()
-        src(f"def run({', '.join(p.inputs + consts)}):")
+        src(f"def buffers({args}):")
         with src.indent():
             for name, b in p.buffers.items():
                 if b.role in ("output", "temp"):
@@ -208,7 +210,21 @@ class ModuleWriter:
                         src(call)
                 else:
                     src(call)
-            src(f"return [{', '.join(p.outputs)}]")
+            src("return {" + ", ".join(f"{n!r}: {n}" for n in p.buffers) + "}")
+        src()
+        src()
+        src(f"def run({args}):")
+        with src.indent():
+            src(f"b = buffers({args})")
+            src(f"return [{', '.join(f'b[{o!r}]' for o in p.outputs)}]")
+        src()
+        src()
+        src("KERNELS = {")
+        with src.indent():
+            for k in p.kernels:
+                one = bool(self.schedules.get(k.name, Schedule()).get("batch_parallel", False))
+                src(f"{k.name!r}: ({k.name}, {tuple(self.params(k))!r}, {one}),")
+        src("}")
         return src.text()
 
     def params(self, k: Kernel) -> list[str]:
@@ -264,11 +280,14 @@ class ModuleWriter:
 
     def point(self, src: Source, k: Kernel, bound: set[str]) -> None:
         """The stages of a kernel at one outer point."""
-        for name, (shape, dtype) in k.row_buffers.items():
+        stages, rows = k.stages, k.row_buffers
+        if not self.schedules.get(k.name, Schedule()).get("row_buffer", True):
+            stages, rows = recompute_rows(k), {}
+        for name, (shape, dtype) in rows.items():
             src(f"{name} = np.empty({tuple(shape)!r}, {self.np_type(dtype)})")
-        for s in k.stages:
+        for s in stages:
             self.stage(src, s, bound)
-        if not k.stages:
+        if not stages:
             src("pass")
 
     # ---- stages --------------------------------------------------------------------------------------
@@ -417,6 +436,28 @@ class ModuleWriter:
                 src(self.assign(s.values_buf, [idx], f"_row[_order[{s.axis.name}]]"))
             if s.indices_buf:
                 src(f"{s.indices_buf}[{idx}] = _order[{s.axis.name}]")
+
+
+def recompute_rows(k: Kernel) -> list:
+    """The kernel's stages with every row-local scratch buffer replaced by recomputing its value where read."""
+    defs: dict[str, Store] = {}
+
+    def inline(e: Expr) -> Expr:
+        def swap(n: Expr):
+            if isinstance(n, Load) and n.buf in defs:
+                d = defs[n.buf]
+                return E.substitute(d.value, {a.name: i for a, i in zip(d.axes, n.index)})
+            return None
+        return e.map(swap)
+
+    out = []
+    for s in k.stages:
+        s = s.replace(inline)
+        if isinstance(s, Store) and s.scope == "row":
+            defs[s.buf] = s
+        else:
+            out.append(s)
+    return out
 
 
 class _Indent:
