@@ -275,19 +275,24 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
             core = cores[s_]
             cp0 = lv_base[level0] + (core if lv_private[level0] else 0)
             off0 = copy_off[cp0]
+            memo = 1                      # where this stream last hit; checked before it is trusted
             for i in range(p, q):
                 a0 = addr[i]
                 end = a0 + size[i]
                 w = write[i]
                 for line0 in range(a0 >> b0, ((end - 1) >> b0) + 1):
-                    st0 = (line0 & m0) if m0 >= 0 else (line0 % sets0)
-                    base0 = 2 * (off0 + st0 * ways0)
-                    k0 = -1
-                    for k in range(ways0):
-                        if state[base0 + 2 * k] == line0:
-                            k0 = base0 + 2 * k + 1
-                            break
+                    if state[memo - 1] == line0 and memo >= 2 * off0 and memo < 2 * (off0 + sets0 * ways0):
+                        k0 = memo
+                    else:
+                        st0 = (line0 & m0) if m0 >= 0 else (line0 % sets0)
+                        base0 = 2 * (off0 + st0 * ways0)
+                        k0 = -1
+                        for k in range(ways0):
+                            if state[base0 + 2 * k] == line0:
+                                k0 = base0 + 2 * k + 1
+                                break
                     if k0 >= 0:
+                        memo = k0
                         if w == 0:
                             stats[cp0, 0] += 1
                             now += 1

@@ -20,6 +20,7 @@ The result is stored as JSON under `cache_dir("hw")` with the date and the sprea
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -167,7 +168,7 @@ def _make_fma_kernel() -> Callable:
     lines += [f"            y[{r}, j] = v{r}" for r in range(_ROWS)]
     lines += ["    return y[0, 0]"]
     ns: dict[str, Any] = {}
-    exec("\n".join(lines), ns)   # noqa: S102 - fixed source written above
+    exec("\n".join(lines), ns)   # fixed source written above
     return njit(fastmath=True, nogil=True)(ns["fma_chains"])
 
 
@@ -385,10 +386,8 @@ def calibrate(force: bool = False, *, quick: bool = False, verbose: bool = True)
     path = cache_path()
     if not force:
         entry = None
-        try:
+        with contextlib.suppress(OSError, ValueError):
             entry = json.loads(path.read_text())
-        except (OSError, ValueError):
-            pass
         if (entry and entry.get("version") == FORMAT_VERSION and (quick or not entry.get("quick"))
                 and entry.get("key") == _host_key(cpu_facts(), read_caches())):
             key = f"{path}:{entry['measured']}"
