@@ -262,7 +262,7 @@ class Registry:
             try:
                 sink.send(message)
             # A broken frontend channel must not fail the compile that published.
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.warning("xbench: could not send a registry %s to %r", message["type"], sink, exc_info=True)
 
 

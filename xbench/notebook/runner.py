@@ -1,0 +1,414 @@
+"""What a `%%tensorop` cell and `xb.explore` do with one operator: make inputs from its annotations, compile it
+for each backend, check each against the float64 reference, time what runs on this machine, profile when asked,
+and turn the outcome into a registry record. No compiler logic lives here: everything goes through the public
+`Operator`, `xb.verify`, the timing protocol and (when present) `xb.profile` / `xb.roofline`.
+"""
+from __future__ import annotations
+
+import io
+import math
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes as D
+from ..errors import BackendError, XbenchError
+from ..lang.operator import Operator
+from ..profile.timing import Timing, bench
+
+DEFAULT_SIZE = 16          # every dim not given with --sizes (small: the CUDA simulator runs threads in Python)
+SIM_CHECK_SIZE = 16        # a simulated backend is checked with every dim clipped to this
+SOURCE_ORDER = ("cpu", "cuda", "ascend")
+SEED = 0
+
+
+class InputError(XbenchError, ValueError):
+    """%%tensorop cannot make inputs for an operator from its annotations."""
+
+
+# ---- settings ---------------------------------------------------------------------------------------------------
+
+def installed_backends() -> list[str]:
+    """Every installed backend except the float64 reference, cpu / cuda / ascend first."""
+    from ..backends import names
+    found = [n for n in names() if n != "reference"]
+    return sorted(found, key=lambda n: (SOURCE_ORDER.index(n) if n in SOURCE_ORDER else len(SOURCE_ORDER), n))
+
+
+@dataclass
+class Settings:
+    """Options of one run (from `%%tensorop` flags over the `%xbench` session defaults)."""
+
+    backends: list[str] | None = None          # None: installed_backends()
+    sizes: dict[str, int] = field(default_factory=dict)
+    dtype: str = "float32"
+    targets: list[str] | None = None           # None: the profiler's default
+    profile: bool = False
+    show: str | None = None
+
+    def backend_list(self) -> list[str]:
+        return list(self.backends) if self.backends else installed_backends()
+
+
+# ---- inputs from annotations ------------------------------------------------------------------------------------
+
+def _specs(op: Operator) -> dict[str, Any]:
+    return dict(op._specs)
+
+
+@dataclass
+class Inputs:
+    args: list[Any]                  # positional arguments of the call (arrays; None where a default is used)
+    kwargs: dict[str, Any]
+    dims: dict[str, int]             # every named dim of the annotations and its size
+    defaulted: list[str]             # dims that took DEFAULT_SIZE
+
+
+def tensor_params(op: Operator) -> tuple[list[str], list[str]]:
+    """(tensor parameters, parameters %%tensorop cannot fill: neither annotated with Tensor[...] dims nor
+    defaulted)."""
+    tensors, missing = [], []
+    for name, p in op.signature.parameters.items():
+        spec = _specs(op).get(name)
+        if spec is not None and spec.dims is not None:
+            tensors.append(name)
+        elif p.default is p.empty:
+            missing.append(name)
+    return tensors, missing
+
+
+def make_inputs(op: Operator, sizes: Mapping[str, int], dtype: str = "float32", seed: int = SEED) -> Inputs:
+    """Random arrays for every `Tensor[...]` parameter of `op`: named dims from `sizes` (else DEFAULT_SIZE),
+    element type from the annotation (else `dtype`). Floats are standard normal, integers in [0, 8), bools fair."""
+    dtype = str(D.canonical(dtype))
+    rng = np.random.default_rng(seed)
+    kwargs: dict[str, Any] = {}
+    dims: dict[str, int] = {}
+    defaulted: list[str] = []
+    for name, p in op.signature.parameters.items():
+        spec = _specs(op).get(name)
+        if spec is None or spec.dims is None:
+            if p.default is not p.empty:
+                continue
+            what = "is annotated Tensor without dims" if spec is not None else "has no Tensor[...] annotation"
+            raise InputError(f"{op.name}: parameter {name!r} {what} and no default, so there is nothing to make "
+                             f"an input from", hint=f"annotate it with its dims, e.g. `{name}: Tensor[N, D]`, or "
+                             f"give it a default value")
+        shape = []
+        for d in spec.dims:
+            if d is Ellipsis:
+                continue
+            if isinstance(d, int):
+                shape.append(d)
+                continue
+            if d.name not in dims:
+                if d.name in sizes:
+                    dims[d.name] = int(sizes[d.name])
+                else:
+                    dims[d.name] = DEFAULT_SIZE
+                    defaulted.append(d.name)
+            shape.append(dims[d.name])
+        kwargs[name] = random_array(rng, tuple(shape), spec.dtype or dtype)
+    return Inputs([], kwargs, dims, defaulted)
+
+
+def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    if D.is_float(dtype):
+        return rng.standard_normal(shape).astype(D.to_numpy(dtype))
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    return rng.integers(0, 8, size=shape).astype(D.to_numpy(dtype))
+
+
+def unknown_sizes(ops: Iterable[Operator], sizes: Mapping[str, int]) -> list[str]:
+    """Names in `sizes` that no operator's annotations use (most likely a typo)."""
+    used: set[str] = set()
+    for op in ops:
+        for spec in _specs(op).values():
+            if spec is not None and spec.dims is not None:
+                used.update(d.name for d in spec.dims if d is not Ellipsis and not isinstance(d, int))
+    return [n for n in sizes if n not in used]
+
+
+# ---- one backend ------------------------------------------------------------------------------------------------
+
+@dataclass
+class BackendResult:
+    backend: str
+    status: str                           # pass | fail | error
+    artifact: Any = None
+    max_abs_error: float | None = None
+    tolerance: tuple[float, float] | None = None   # (rtol, atol) of the worst output
+    timing: Timing | None = None
+    message: str | None = None            # why it failed, or a note (checked at smaller sizes)
+    traceback: str | None = None
+    checked_dims: dict[str, int] | None = None     # dims of the check when they differ from the compile's
+
+    @property
+    def predicted(self) -> bool:
+        return bool(getattr(self.artifact, "predicted", False))
+
+    @property
+    def time_ms(self) -> float | None:
+        return self.timing.median_ms if self.timing is not None else None
+
+    @property
+    def registers(self) -> int | None:
+        res = getattr(self.artifact, "resources", None) or {}
+        value = res.get("registers_max")
+        return int(value) if isinstance(value, (int, np.integer)) else None
+
+    @property
+    def ub_bytes(self) -> int | None:
+        res = getattr(self.artifact, "resources", None) or {}
+        for key in ("ub_bytes", "ub_high_water", "ub_peak_bytes"):
+            value = res.get(key)
+            if isinstance(value, (int, np.integer)):
+                return int(value)
+        return None
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, XbenchError):
+        text = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return text.removeprefix("xbench: ")
+
+
+def _format_tb(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def check_inputs(op: Operator, inputs: Inputs, dtype: str) -> tuple[Inputs, dict[str, int]] | None:
+    """Smaller inputs for checking a simulated backend, or None when the inputs are small already."""
+    if all(v <= SIM_CHECK_SIZE for v in inputs.dims.values()):
+        return None
+    small = {k: min(v, SIM_CHECK_SIZE) for k, v in inputs.dims.items()}
+    return make_inputs(op, small, dtype), small
+
+
+def run_backend(op: Operator, inputs: Inputs, backend: str, dtype: str = "float32", *, measure: bool = True
+                ) -> BackendResult:
+    """Compile `op` for `backend` at the inputs' shapes, check it against the reference (a simulated backend
+    at clipped sizes when the inputs are large), and time `Artifact.run` when the backend runs on this machine."""
+    from ..verify import verify
+
+    try:
+        art = op.compile(backend, *inputs.args, **inputs.kwargs)
+    except Exception as exc:  # a backend that fails shows its error in its own tab
+        return BackendResult(backend, "error", message=_short(exc), traceback=_format_tb(exc))
+    result = BackendResult(backend, "pass", artifact=art)
+    check, checked_dims = inputs, None
+    if art.predicted:
+        smaller = check_inputs(op, inputs, dtype)
+        if smaller is not None:
+            check, checked_dims = smaller
+            result.checked_dims = checked_dims
+            result.message = ("checked at " + ", ".join(f"{k}={v}" for k, v in checked_dims.items())
+                              + " (it runs in a simulator here)")
+    try:
+        comparisons = verify(op, *check.args, backend=backend, **check.kwargs)
+    except Exception as exc:
+        result.status, result.message, result.traceback = "error", _short(exc), _format_tb(exc)
+        return result
+    errors = [c.max_abs_error for c in comparisons if math.isfinite(c.max_abs_error)]
+    result.max_abs_error = max(errors) if errors else None
+    worst = max(comparisons, key=lambda c: c.rtol) if comparisons else None
+    result.tolerance = (worst.rtol, worst.atol) if worst is not None else None
+    bad = [(i, c) for i, c in enumerate(comparisons) if not c.ok]
+    if bad:
+        result.status = "fail"
+        i, c = bad[0]
+        result.message = (f"output {i}: " if len(comparisons) > 1 else "") + c.message
+        return result
+    if measure and not art.predicted:
+        arrays = op.arrays(*inputs.args, **inputs.kwargs)
+        try:
+            result.timing = bench(lambda: art.run(*arrays), warmup=1, samples=5, min_sample_s=0.005,
+                                  max_total_s=0.3)
+        except Exception as exc:
+            result.status, result.message, result.traceback = "error", _short(exc), _format_tb(exc)
+    return result
+
+
+# ---- the profiler and the roofline, as they land ----------------------------------------------------------------
+
+def profiler() -> Callable[..., Any] | None:
+    """`xb.profile` when this xbench has one."""
+    import xbench
+    fn = getattr(xbench, "profile", None)
+    return fn if callable(fn) else None
+
+
+def roofline_fn() -> Callable[..., Any] | None:
+    import xbench
+    fn = getattr(xbench, "roofline", None)
+    return fn if callable(fn) else None
+
+
+PROFILER_MISSING = "profiler not available: this xbench has no xb.profile yet"
+ROOFLINE_MISSING = "roofline not available: this xbench has no xb.roofline yet"
+
+
+@dataclass
+class ProfileResult:
+    report: Any = None
+    error: str | None = None
+    traceback: str | None = None
+    roofline_png: bytes | None = None
+    roofline_error: str | None = None
+
+
+def figure_png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
+    try:
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+    except Exception:  # a figure made without pyplot has nothing to close
+        pass
+    return buf.getvalue()
+
+
+def run_profile(op: Operator, inputs: Inputs, backends: list[str], targets: list[str] | None) -> ProfileResult:
+    prof = profiler()
+    if prof is None:
+        return ProfileResult(error=PROFILER_MISSING)
+    out = ProfileResult()
+    kwargs: dict[str, Any] = {"backends": backends}
+    if targets:
+        kwargs["targets"] = targets
+    try:
+        out.report = prof(op, *inputs.args, **inputs.kwargs, **kwargs)
+    except Exception as exc:
+        out.error, out.traceback = _short(exc), _format_tb(exc)
+        return out
+    roof = roofline_fn()
+    if roof is None:
+        out.roofline_error = ROOFLINE_MISSING
+        return out
+    try:
+        out.roofline_png = figure_png(roof(out.report, **({"targets": targets} if targets else {})))
+    except Exception as exc:
+        out.roofline_error = _short(exc)
+    return out
+
+
+# ---- one operator -----------------------------------------------------------------------------------------------
+
+@dataclass
+class OperatorResult:
+    op: Operator
+    inputs: Inputs
+    dtype: str
+    graph_text: str
+    loops_text: str
+    backends: dict[str, BackendResult]
+    profile: ProfileResult | None = None
+    seconds: float = 0.0
+
+    @property
+    def dims(self) -> dict[str, int]:
+        return dict(self.inputs.dims)
+
+    def sources(self) -> dict[str, str]:
+        """Generated text per kind (cpu, cuda, ptx, ascend, or any other backend's name) that exists."""
+        out: dict[str, str] = {}
+        for name, r in self.backends.items():
+            if r.artifact is None:
+                continue
+            out[name] = r.artifact.source
+            if name == "cuda" and getattr(r.artifact, "ptx", None):
+                out["ptx"] = ptx_text(r.artifact.ptx)
+        return out
+
+    def record(self) -> dict[str, Any]:
+        """The registry record (see `xbench.notebook.registry`)."""
+        from .registry import SOURCE_KINDS
+        backends = {}
+        for name, r in self.backends.items():
+            time_ms = r.time_ms
+            predicted = r.predicted
+            if time_ms is None:
+                time_ms = _predicted_ms(self.profile, name)
+            backends[name] = {
+                "status": r.status,
+                "time_ms": time_ms,
+                "max_abs_error": r.max_abs_error,
+                "message": r.message,
+                "registers_per_thread": r.registers,
+                "ub_bytes": r.ub_bytes,
+                "predicted": predicted,
+            }
+        timed = [(v["time_ms"], k) for k, v in backends.items() if v["status"] == "pass" and v["time_ms"] is not None]
+        best = {"backend": min(timed)[1], "time_ms": min(timed)[0]} if timed else None
+        return {
+            "name": self.op.name,
+            "signature": signature(self.op),
+            "dims": self.dims,
+            "backends": backends,
+            "best": best,
+            "sources": {k: v for k, v in self.sources().items() if k in SOURCE_KINDS},
+        }
+
+
+def _predicted_ms(profile: ProfileResult | None, backend: str) -> float | None:
+    """A time for `backend` from the profile report, when the report offers one through `rep[...]`."""
+    report = profile.report if profile is not None else None
+    if report is None:
+        return None
+    for key in ((backend, "time_ms"), (backend, "predicted_ms")):
+        try:
+            value = report[key]
+        except Exception:  # the report does not carry this metric
+            continue
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return float(value)
+    return None
+
+
+def signature(op: Operator) -> str:
+    return f"{op.name}{op.signature_text()}"
+
+
+def ptx_text(ptx: Mapping[str, str]) -> str:
+    if len(ptx) == 1:
+        return next(iter(ptx.values()))
+    return "\n".join(f"// ---- {name} ----\n{text}" for name, text in ptx.items())
+
+
+def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str], None] | None = None
+             ) -> OperatorResult:
+    """Everything a `%%tensorop` cell shows about one operator. Raises the user's error (an XbenchError naming
+    their line) when the operator cannot be traced; a backend's own failure is kept in its result."""
+    t0 = time.perf_counter()
+    step = progress or (lambda what: None)
+    step("inputs")
+    inputs = make_inputs(op, settings.sizes, settings.dtype)
+    step("trace")
+    graph = op.trace(*inputs.args, **inputs.kwargs)
+    program = op.lower(*inputs.args, **inputs.kwargs)
+    results: dict[str, BackendResult] = {}
+    for backend in settings.backend_list():
+        step(backend)
+        try:
+            from ..backends import get
+            ok, why = get(backend).available()
+            if not ok:
+                raise BackendError(f"backend {backend!r} is not available here: {why}")
+        except Exception as exc:
+            results[backend] = BackendResult(backend, "error", message=_short(exc), traceback=_format_tb(exc))
+            continue
+        results[backend] = run_backend(op, inputs, backend, settings.dtype)
+    profile = None
+    if settings.profile:
+        step("profile")
+        ran = [b for b, r in results.items() if r.status == "pass"]
+        profile = run_profile(op, inputs, ran, settings.targets)
+    return OperatorResult(op, inputs, settings.dtype, graph.text(), program.text(), results, profile,
+                          time.perf_counter() - t0)
