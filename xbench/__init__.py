@@ -138,3 +138,4 @@ from .verify import compare, tolerance, verify
 __version__ = "0.1.0"
 from .lang.amp import LossScaler, autocast
 from .lang.autodiff import grad, value_and_grad, vjp
+from .notebook import explore, load_ipython_extension, unload_ipython_extension
