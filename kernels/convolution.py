@@ -1,6 +1,11 @@
 """Convolution as a contraction over sliding windows:
-O[n, k, h, w] = sum_{c, r, s} I[n, c, h*stride + r*dilation - pad, w*stride + s*dilation - pad] * W[k, c, r, s]."""
+O[n, k, h, w] = sum_{c, r, s} I[n, c, h*stride + r*dilation - pad, w*stride + s*dilation - pad] * W[k, c, r, s].
+
+Transposed convolution is the same contraction over the input with stride-1 zeros inserted between its samples
+(the adjoint of a strided convolution), with the kernel flipped and its in/out channels swapped per group."""
 from __future__ import annotations
+
+import numpy as np
 
 import xbench as xb
 from xbench import Tensor
@@ -10,25 +15,185 @@ from ._util import pair
 register = xb.ops.register
 
 
+def _padding(padding, kernel, dilation, stride, nd: int, name: str) -> list[tuple[int, int]]:
+    """(low, high) padding per spatial axis; PyTorch's "valid" and "same" strings included."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [(0, 0)] * nd
+        if padding != "same":
+            raise ValueError(f"{name}: padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
+        if any(s != 1 for s in stride):
+            raise ValueError(f"{name}: padding='same' needs stride 1, got stride {stride}")
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        return [(t // 2, t - t // 2) for t in total]
+    return [(p, p) for p in pair(padding, nd)]
+
+
+def _convnd(input, weight, bias, stride, padding, dilation, groups: int, nd: int, name: str):
+    unbatched = input.ndim == nd + 1
+    if unbatched:
+        input = input[None]
+    if input.ndim != nd + 2 or weight.ndim != nd + 2:
+        raise ValueError(f"{name}: input must be [N, C, {nd} spatial dims] (or unbatched) and weight "
+                         f"[out_channels, in_channels / groups, {nd} kernel dims]; got {tuple(input.shape)} and "
+                         f"{tuple(weight.shape)}")
+    n, c = input.shape[:2]
+    k, cg = weight.shape[:2]
+    kernel = tuple(weight.shape[2:])
+    if c != cg * groups or k % groups:
+        raise ValueError(f"{name}: {c} input channels and {k} output channels do not fit weight "
+                         f"{tuple(weight.shape)} with groups={groups}")
+    stride, dilation = pair(stride, nd), pair(dilation, nd)
+    pads = _padding(padding, kernel, dilation, stride, nd, name)
+    x = xb.pad(input, ((0, 0), (0, 0)) + tuple(pads))
+    spatial = tuple(range(2, 2 + nd))
+    win = xb.sliding_window(x, kernel, axes=spatial, stride=stride, dilation=dilation)   # n c o... k...
+    outs = tuple(win.shape[2:2 + nd])
+    o, r = "hwd"[:nd], "rst"[:nd]          # output and kernel axes in the einsum
+    if groups == 1:
+        wb = xb.broadcast_to(weight[None], (n,) + tuple(weight.shape))
+        out = xb.einsum(f"nkc{r},nc{o}{r}->nk{o}", wb, win)
+    else:
+        win = win.reshape((n, groups, cg) + outs + kernel)
+        wg = weight.reshape((groups, k // groups, cg) + kernel)
+        wg = xb.broadcast_to(wg[None], (n,) + tuple(wg.shape))
+        out = xb.einsum(f"ngkc{r},ngc{o}{r}->ngk{o}", wg, win).reshape((n, k) + outs)
+    if bias is not None:
+        out = out + bias.reshape((1, k) + (1,) * nd)
+    return out[0] if unbatched else out
+
+
+@register("convolution")
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """[N, C, L] input, [out_channels, in_channels / groups, kL] weight (PyTorch's conv1d)."""
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
 @register("convolution")
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, dilation=1, groups: int = 1):
     """NCHW input, [out_channels, in_channels / groups, kH, kW] weight (PyTorch's conv2d)."""
-    n, c, h, w = input.shape
-    k, cg, r, s = weight.shape
-    if c != cg * groups or k % groups:
-        raise ValueError(f"conv2d: {c} input channels, weight expects {cg} x {groups} groups")
-    (sh, sw), (dh, dw) = pair(stride), pair(dilation)
-    ph, pw = pair(padding)
-    x = xb.pad(input, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    win = xb.sliding_window(x, (r, s), axes=(2, 3), stride=(sh, sw), dilation=(dh, dw))   # n c oh ow r s
-    oh, ow = win.shape[2], win.shape[3]
-    if groups == 1:
-        wb = xb.broadcast_to(weight[None], (n, k, c, r, s))
-        out = xb.einsum("nkcrs,nchwrs->nkhw", wb, win)
-    else:
-        win = win.reshape(n, groups, cg, oh, ow, r, s)
-        wg = xb.broadcast_to(weight.reshape(groups, k // groups, cg, r, s)[None], (n, groups, k // groups, cg, r, s))
-        out = xb.einsum("ngkcrs,ngchwrs->ngkhw", wg, win).reshape(n, k, oh, ow)
-    if bias is not None:
-        out = out + bias.reshape(1, k, 1, 1)
-    return out
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+@register("convolution")
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """NCDHW input, [out_channels, in_channels / groups, kD, kH, kW] weight (PyTorch's conv3d)."""
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+@register("convolution")
+def _conv_depthwise2d(self: Tensor, weight: Tensor, kernel_size, bias: Tensor = None, stride=1, padding=0,
+                      dilation=1):
+    """Depthwise 2-D convolution (ATen's `_conv_depthwise2d`): groups = in_channels, weight
+    [in_channels * multiplier, 1, kH, kW]."""
+    if tuple(weight.shape[2:]) != pair(kernel_size):
+        raise ValueError(f"_conv_depthwise2d: kernel_size {kernel_size} differs from the weight's "
+                         f"{tuple(weight.shape[2:])}")
+    return _convnd(self, weight, bias, stride, padding, dilation, self.shape[-3], 2, "_conv_depthwise2d")
+
+
+def _dilate(x, axis: int, s: int):
+    """Insert s - 1 zeros between neighbouring samples along `axis`."""
+    if s == 1:
+        return x
+    n = x.shape[axis]
+    shape = tuple(x.shape)
+    y = x.reshape(shape[:axis + 1] + (1,) + shape[axis + 1:])
+    widths = [(0, 0)] * y.ndim
+    widths[axis + 1] = (0, s - 1)
+    y = xb.pad(y, widths).reshape(shape[:axis] + (n * s,) + shape[axis + 1:])
+    return y[(slice(None),) * axis + (slice(0, (n - 1) * s + 1),)]
+
+
+def _conv_transposend(input, weight, bias, stride, padding, output_padding, groups: int, dilation, nd: int,
+                      name: str):
+    unbatched = input.ndim == nd + 1
+    if unbatched:
+        input = input[None]
+    if input.ndim != nd + 2 or weight.ndim != nd + 2:
+        raise ValueError(f"{name}: input must be [N, C, {nd} spatial dims] (or unbatched) and weight "
+                         f"[in_channels, out_channels / groups, {nd} kernel dims]; got {tuple(input.shape)} and "
+                         f"{tuple(weight.shape)}")
+    c, kg = weight.shape[:2]
+    kernel = tuple(weight.shape[2:])
+    if input.shape[1] != c or c % groups:
+        raise ValueError(f"{name}: input has {input.shape[1]} channels, weight {tuple(weight.shape)} expects {c} "
+                         f"(divisible by groups={groups})")
+    stride, dilation = pair(stride, nd), pair(dilation, nd)
+    padding, output_padding = pair(padding, nd), pair(output_padding, nd)
+    for op_, s, d in zip(output_padding, stride, dilation):
+        if op_ >= max(s, d):
+            raise ValueError(f"{name}: output_padding {output_padding} must be smaller than stride or dilation")
+    x = input
+    for i, s in enumerate(stride):
+        x = _dilate(x, 2 + i, s)
+    widths = [(0, 0), (0, 0)] + [(d * (k - 1) - p, d * (k - 1) - p + op_)
+                                 for k, d, p, op_ in zip(kernel, dilation, padding, output_padding)]
+    x = xb.pad(x, widths)
+    # W'[g*kg + o, i, ...] = W[g*cg + i, o, flipped ...]
+    cg = c // groups
+    w = weight.reshape((groups, cg, kg) + kernel)
+    w = w.permute((0, 2, 1) + tuple(range(3, 3 + nd))).reshape((groups * kg, cg) + kernel)
+    w = xb.flip(w, tuple(range(2, 2 + nd)))
+    out = _convnd(x, w, bias, 1, 0, dilation, groups, nd, name)
+    return out[0] if unbatched else out
+
+
+@register("convolution")
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):
+    """Transposed 1-D convolution; weight [in_channels, out_channels / groups, kL]."""
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation, 1,
+                             "conv_transpose1d")
+
+
+@register("convolution")
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):
+    """Transposed 2-D convolution; weight [in_channels, out_channels / groups, kH, kW]."""
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
+                             "conv_transpose2d")
+
+
+@register("convolution")
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1):
+    """Transposed 3-D convolution; weight [in_channels, out_channels / groups, kD, kH, kW]."""
+    return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                             "conv_transpose3d")
+
+
+@register("convolution")
+def im2col(input: Tensor, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding blocks as columns (`F.unfold`): [N, C, H, W] -> [N, C * kH * kW, L], L = number of blocks."""
+    unbatched = input.ndim == 3
+    x = input[None] if unbatched else input
+    (kh, kw), (ph, pw) = pair(kernel_size), pair(padding)
+    x = xb.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    win = xb.sliding_window(x, (kh, kw), axes=(2, 3), stride=pair(stride), dilation=pair(dilation))
+    n, c, oh, ow = win.shape[:4]
+    out = win.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+    return out[0] if unbatched else out
+
+
+@register("convolution")
+def col2im(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """Sums sliding blocks back into an image (`F.fold`, the transpose of im2col): [N, C * kH * kW, L] ->
+    [N, C, H, W]; overlapping taps add up."""
+    unbatched = input.ndim == 2
+    x = input[None] if unbatched else input
+    (h, w), (kh, kw) = pair(output_size), pair(kernel_size)
+    (dh, dw), (ph, pw), (sh, sw) = pair(dilation), pair(padding), pair(stride)
+    hp, wp = h + 2 * ph, w + 2 * pw
+    oh, ow = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
+    n, ckk, length = x.shape
+    if ckk % (kh * kw) or length != oh * ow:
+        raise ValueError(f"col2im: input {tuple(input.shape)} does not hold {kh}x{kw} blocks of a {h}x{w} image "
+                         f"({oh * ow} blocks expected)")
+    c = ckk // (kh * kw)
+    r, s, i, j = np.meshgrid(np.arange(kh), np.arange(kw), np.arange(oh), np.arange(ow), indexing="ij")
+    target = ((i * sh + r * dh) * wp + (j * sw + s * dw)).reshape(-1)        # padded position of every tap
+    plane = xb.zeros((n, c, hp * wp), x.dtype)
+    out = xb.scatter_add(plane, target, x.reshape(n, c, kh * kw * length), axis=2).reshape(n, c, hp, wp)
+    out = out[:, :, ph:ph + h, pw:pw + w]
+    return out[0] if unbatched else out
