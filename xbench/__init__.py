@@ -138,4 +138,6 @@ from .verify import compare, tolerance, verify
 __version__ = "0.1.0"
 from .lang.amp import LossScaler, autocast
 from .lang.autodiff import grad, value_and_grad, vjp
+from .library.coverage import coverage
 from .notebook import explore, load_ipython_extension, unload_ipython_extension
+from .tune import tune, tuning_db

@@ -323,6 +323,12 @@ class Operator:
         return result
 
     # ---- compiling -----------------------------------------------------------------------------------
+    def forget_artifacts(self) -> None:
+        """Drop compiled artifacts held in memory (the on-disk caches stay): the next call compiles again,
+        picking up newly tuned schedules."""
+        for spec in self._cache.values():
+            spec.artifacts.clear()
+
     def _artifact(self, spec: Specialization, backend: str, schedule: Mapping | None = None, **options):
         from ..backends import get
         key = (backend, _static_key(schedule), _static_key(options))
@@ -334,6 +340,10 @@ class Operator:
                 from ..errors import BackendError
                 raise BackendError(f"backend {backend!r} is not available here: {why}")
             program = spec.program(options.pop("fusion", True))
+            if schedule is None:
+                from ..tune.db import tuned_schedules
+                schedule = tuned_schedules(program, backend, getattr(be, "default_target", "cpu-local"
+                                                                     if backend == "cpu" else backend)) or None
             schedules = _schedules(be, program, schedule)
             art = be.compile(program, schedules, **options)
             spec.artifacts[key] = art

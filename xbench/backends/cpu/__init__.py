@@ -128,9 +128,7 @@ class CpuBackend:
                 s["batch_parallel"] = batches >= 2 * threads()
         return Schedule(s)
 
-    def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, **options) -> CpuArtifact:
-        schedules = schedules or {k.name: self.default_schedule(k) for k in program.kernels}
-        t0 = time.perf_counter()
+    def _write(self, program: Program, schedules: dict[str, Schedule]) -> tuple[str, str, Path, bool]:
         writer = ModuleWriter(program, schedules, threads())
         writer.fast_math = all(s.get("fast_math", True) for s in schedules.values())
         source = writer.module()
@@ -138,6 +136,19 @@ class CpuBackend:
         path = cache_dir("cpu") / f"{program.name}_{key}.py"
         existed = path.exists()
         write_once(path, source)
+        return source, key, path, existed
+
+    def prepare(self, program: Program, schedules: dict[str, Schedule]) -> tuple:
+        """Write the module for `program` and return a picklable job: `warm(job)`, run in another process,
+        compiles it into numba's on-disk cache so the later `compile` here only loads machine code."""
+        _, key, path, _ = self._write(program, schedules)
+        sigs = [(k.name, _signature_spec(program, k)) for k in program.kernels]
+        return str(path), key, sigs
+
+    def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, **options) -> CpuArtifact:
+        schedules = schedules or {k.name: self.default_schedule(k) for k in program.kernels}
+        t0 = time.perf_counter()
+        source, key, path, existed = self._write(program, schedules)
         module = _load(path, key)
         jit_ms = _compile_all(module, program)
         ms = (time.perf_counter() - t0) * 1e3
@@ -169,25 +180,36 @@ def _load(path: Path, key: str):
         return module
 
 
+def _signature_spec(program: Program, k: Kernel) -> list[tuple[str, int]]:
+    """(storage dtype, ndim) of each buffer parameter of kernel `k`, in the generated function's order."""
+    params = k.reads() + [b for b in k.writes() if b not in k.reads()]
+    return [(storage_dtype(program.buffers[p].dtype).name, len(program.buffers[p].shape)) for p in params]
+
+
+def _compile_kernel(fn, spec: list[tuple[str, int]]) -> None:
+    import numba
+    fn.compile(tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C") for d, n in spec))
+
+
 def _compile_all(module, program: Program) -> float:
     """Compile (or load from numba's cache) every kernel for C-contiguous arrays of its buffers."""
-    import numba
     t0 = time.perf_counter()
     for k in program.kernels:
-        fn = getattr(module, k.name)
-        params = fn.py_func.__code__.co_varnames[:fn.py_func.__code__.co_argcount]
-        sig = []
-        for p in params:
-            b = program.buffers[p]
-            dt = numba.from_dtype(storage_dtype(b.dtype))
-            sig.append(numba.types.Array(dt, len(b.shape), "C"))
         try:
-            fn.compile(tuple(sig))
+            _compile_kernel(getattr(module, k.name), _signature_spec(program, k))
         except Exception as exc:  # a compiler failure is ours, not the user's: show the kernel
             raise BackendError(f"numba could not compile kernel {k.name} of {program.name}: "
                                f"{str(exc).splitlines()[0]}",
                                hint=f"the generated source is in {module.__file__}") from exc
     return (time.perf_counter() - t0) * 1e3
+
+
+def warm(job: tuple) -> None:
+    """Compile a module written by `CpuBackend.prepare` into numba's cache (run in a worker process)."""
+    path, key, sigs = job
+    module = _load(Path(path), key)
+    for name, spec in sigs:
+        _compile_kernel(getattr(module, name), spec)
 
 
 def _function_source(source: str, name: str) -> str:
