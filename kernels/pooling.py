@@ -1,7 +1,13 @@
-"""Pooling as reductions over sliding windows."""
+"""Pooling as reductions over sliding windows (1-, 2- and 3-D, PyTorch's NC... layouts; unbatched inputs too).
+
+Window divisors (avg pooling) and adaptive bin edges depend only on shapes, so they are computed here in numpy
+and enter the graph as constants. Max pooling's indices are flat positions in each input plane (h * W + w), as
+PyTorch returns them."""
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 import xbench as xb
 from xbench import Tensor
@@ -11,48 +17,241 @@ from ._util import pair
 register = xb.ops.register
 
 
-def _ceil_pad(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
-    """Extra right padding so ceil_mode keeps the last partial window (PyTorch's rule: it must start inside)."""
-    if not ceil_mode:
-        return 0
-    out = math.ceil((size + 2 * p - d * (k - 1) - 1) / s) + 1
-    if (out - 1) * s >= size + p:
+def _out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """PyTorch's pooling output size (with ceil_mode the last window must start inside the input or padding)."""
+    span = size + 2 * p - d * (k - 1) - 1
+    if span < 0:
+        raise ValueError(f"pooling window {k} (dilation {d}) does not fit a size-{size} axis with padding {p}")
+    out = (math.ceil(span / s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
-    return max(0, (out - 1) * s + d * (k - 1) + 1 - (size + 2 * p))
+    return out
+
+
+def _lowest(dtype):
+    return -math.inf if xb.dtypes.is_float(dtype) else int(np.iinfo(np.dtype(str(dtype))).min)
+
+
+class _Geometry:
+    """Kernel, stride, padding and dilation per spatial axis, with output sizes and extra right padding."""
+
+    def __init__(self, name, x, nd, kernel_size, stride, padding, dilation, ceil_mode):
+        if x.ndim not in (nd + 1, nd + 2):
+            raise ValueError(f"{name}: input must be [N, C, {nd} spatial dims] or [C, {nd} spatial dims], got "
+                             f"{tuple(x.shape)}")
+        self.k = pair(kernel_size, nd)
+        self.s = pair(stride if stride is not None and stride != [] else kernel_size, nd)
+        self.p, self.d = pair(padding, nd), pair(dilation, nd)
+        for k, p in zip(self.k, self.p):
+            if p > k // 2:
+                raise ValueError(f"{name}: padding {self.p} must be at most half the kernel size {self.k}")
+        self.size = tuple(x.shape[-nd:])
+        self.out = tuple(_out_size(n, k, s, p, d, ceil_mode)
+                         for n, k, s, p, d in zip(self.size, self.k, self.s, self.p, self.d))
+        # right padding so every output window fits: ceil_mode windows may run past the padded input
+        self.extra = tuple(max(0, (o - 1) * s + d * (k - 1) + 1 - (n + 2 * p))
+                           for o, n, k, s, p, d in zip(self.out, self.size, self.k, self.s, self.p, self.d))
+
+    def windows(self, x, value):
+        nd = len(self.k)
+        lead = ((0, 0),) * (x.ndim - nd)
+        x = xb.pad(x, lead + tuple((p, p + e) for p, e in zip(self.p, self.extra)), value=value)
+        return xb.sliding_window(x, self.k, stride=self.s, dilation=self.d)      # ... o1..od k1..kd
+
+
+def _max_pool(name, input, nd, kernel_size, stride, padding, dilation, ceil_mode, with_indices):
+    g = _Geometry(name, input, nd, kernel_size, stride, padding, dilation, ceil_mode)
+    win = g.windows(input, _lowest(input.dtype))
+    taps = int(np.prod(g.k))
+    flat = win.reshape(tuple(win.shape[:win.ndim - nd]) + (taps,))
+    values = flat.max(axis=-1)
+    if not with_indices:
+        return values
+    tap = flat.argmax(axis=-1)                                                    # ... o1..od
+    index = None
+    for i in range(nd):
+        inner = int(np.prod(g.k[i + 1:]))
+        r = (tap // inner) % g.k[i] if i else tap // inner
+        o = xb.arange(g.out[i]).reshape((g.out[i],) + (1,) * (nd - 1 - i))
+        coord = o * g.s[i] - g.p[i] + r * g.d[i]
+        index = coord if index is None else index * g.size[i] + coord
+    return values, index
+
+
+def _avg_pool(name, input, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    g = _Geometry(name, input, nd, kernel_size, stride, padding, 1, ceil_mode)
+    total = g.windows(input, 0).sum(axis=tuple(range(-nd, 0)))
+    if divisor_override:
+        return total * (1.0 / divisor_override)
+    count = np.ones((), np.float64)
+    for n, o, k, s, p in zip(g.size, g.out, g.k, g.s, g.p):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        if not count_include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, n)
+        count = np.multiply.outer(count, (end - start).astype(np.float64))
+    if np.all(count == count.flat[0]):
+        return total * (1.0 / float(count.flat[0]))
+    return total * xb.asarray((1.0 / count).astype(np.float32 if total.dtype != "float64" else np.float64))
+
+
+# ---- max pooling -----------------------------------------------------------------------------------------
+
+@register("pooling")
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+    return _max_pool("max_pool1d", input, 1, kernel_size, stride, padding, dilation, ceil_mode, False)
 
 
 @register("pooling")
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
-    (kh, kw) = pair(kernel_size)
-    (sh, sw) = pair(stride if stride is not None else kernel_size)
-    (ph, pw), (dh, dw) = pair(padding), pair(dilation)
-    h, w = input.shape[-2:]
-    eh, ew = _ceil_pad(h, kh, sh, ph, dh, ceil_mode), _ceil_pad(w, kw, sw, pw, dw, ceil_mode)
-    lead = ((0, 0),) * (input.ndim - 2)
-    x = xb.pad(input, lead + ((ph, ph + eh), (pw, pw + ew)), value=-math.inf)
-    win = xb.sliding_window(x, (kh, kw), stride=(sh, sw), dilation=(dh, dw))
-    return win.max(axis=(-2, -1))
+    return _max_pool("max_pool2d", input, 2, kernel_size, stride, padding, dilation, ceil_mode, False)
+
+
+@register("pooling")
+def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+    return _max_pool("max_pool3d", input, 3, kernel_size, stride, padding, dilation, ceil_mode, False)
+
+
+@register("pooling")
+def max_pool1d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+    """(values, int64 indices into each input row); the first maximum of a window wins."""
+    return _max_pool("max_pool1d_with_indices", self, 1, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+@register("pooling")
+def max_pool2d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+    """(values, int64 indices h * W + w into each input plane); the first maximum of a window wins."""
+    return _max_pool("max_pool2d_with_indices", self, 2, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+@register("pooling")
+def max_pool3d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+    """(values, int64 indices (d * H + h) * W + w into each input volume)."""
+    return _max_pool("max_pool3d_with_indices", self, 3, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+# ---- average pooling -------------------------------------------------------------------------------------
+
+@register("pooling")
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True):
+    return _avg_pool("avg_pool1d", input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
 
 
 @register("pooling")
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True):
-    (kh, kw) = pair(kernel_size)
-    (sh, sw) = pair(stride if stride is not None else kernel_size)
-    (ph, pw) = pair(padding)
-    h, w = input.shape[-2:]
-    eh, ew = _ceil_pad(h, kh, sh, ph, 1, ceil_mode), _ceil_pad(w, kw, sw, pw, 1, ceil_mode)
-    lead = ((0, 0),) * (input.ndim - 2)
-    x = xb.pad(input, lead + ((ph, ph + eh), (pw, pw + ew)))
-    total = xb.sliding_window(x, (kh, kw), stride=(sh, sw)).sum(axis=(-2, -1))
-    if count_include_pad and not (eh or ew):
-        return total * (1.0 / (kh * kw))
-    # divisor per window: in-bounds taps (or padded taps within the original padding when counting pad)
-    ones = xb.ones((h, w), input.dtype)
-    lo, hi = (ph, pw), (ph + eh, pw + ew)
-    if count_include_pad:
-        ones = xb.pad(xb.ones((h + 2 * ph, w + 2 * pw), input.dtype), ((0, eh), (0, ew)))
-    else:
-        ones = xb.pad(ones, ((lo[0], hi[0]), (lo[1], hi[1])))
-    count = xb.sliding_window(ones, (kh, kw), stride=(sh, sw)).sum(axis=(-2, -1))
-    return total / count
+               count_include_pad: bool = True, divisor_override: int = None):
+    return _avg_pool("avg_pool2d", input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+@register("pooling")
+def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int = None):
+    return _avg_pool("avg_pool3d", input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+# ---- adaptive pooling ------------------------------------------------------------------------------------
+
+def _bins(n: int, out: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """PyTorch's adaptive bins: [floor(i * n / out), ceil((i + 1) * n / out)); their largest width."""
+    i = np.arange(out)
+    start = (i * n) // out
+    end = -((-(i + 1) * n) // out)
+    return start, end, int((end - start).max())
+
+
+def _adaptive(name, input, nd, output_size, kind):
+    if input.ndim not in (nd + 1, nd + 2):
+        raise ValueError(f"{name}: input must be [N, C, {nd} spatial dims] or [C, {nd} spatial dims], got "
+                         f"{tuple(input.shape)}")
+    size = tuple(input.shape[-nd:])
+    wanted = (output_size,) * nd if isinstance(output_size, int) else tuple(output_size)
+    if len(wanted) != nd:
+        raise ValueError(f"{name}: output_size {output_size} needs {nd} sizes")
+    outs = tuple(n if o is None else int(o) for n, o in zip(size, wanted))
+    bins = [_bins(n, o) for n, o in zip(size, outs)]
+    # one index table per axis, shaped to broadcast to [o1..od, k1..kd]; taps past a bin's end repeat its last
+    # element (harmless for the max, weighted by 0 for the mean)
+    tables, weights = [], np.ones((), np.float64)
+    for i, (start, end, kmax) in enumerate(bins):
+        j = np.arange(kmax)
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = len(start), kmax
+        tables.append(np.minimum(start[:, None] + j[None, :], end[:, None] - 1).reshape(shape))
+        w = np.where(start[:, None] + j[None, :] < end[:, None], 1.0 / (end - start)[:, None], 0.0)
+        weights = weights * w.reshape(shape)
+    lead = (slice(None),) * (input.ndim - nd)
+    taps = input[lead + tuple(tables)]                                            # ... o1..od k1..kd
+    if kind == "avg":
+        w = weights.astype(np.float64 if input.dtype == "float64" else np.float32)
+        return (taps * xb.asarray(w)).sum(axis=tuple(range(-nd, 0)))
+    kprod = int(np.prod([b[2] for b in bins]))
+    flat = taps.reshape(tuple(taps.shape[:taps.ndim - nd]) + (kprod,))
+    values = flat.max(axis=-1)
+    if kind == "max":
+        return values
+    tap = flat.argmax(axis=-1)
+    index = None
+    for i, (start, _, kmax) in enumerate(bins):
+        inner = int(np.prod([b[2] for b in bins[i + 1:]]))
+        r = (tap // inner) % kmax if i else tap // inner
+        coord = xb.asarray(start.astype(np.int64)).reshape((len(start),) + (1,) * (nd - 1 - i)) + r
+        index = coord if index is None else index * size[i] + coord
+    return values, index
+
+
+@register("pooling")
+def adaptive_avg_pool1d(self: Tensor, output_size):
+    """Mean over PyTorch's adaptive bins of each row: [N, C, L] -> [N, C, output_size]."""
+    return _adaptive("adaptive_avg_pool1d", self, 1, output_size, "avg")
+
+
+@register("pooling")
+def _adaptive_avg_pool2d(self: Tensor, output_size):
+    """Mean over adaptive bins of each plane: [N, C, H, W] -> [N, C, oH, oW] (ATen's name)."""
+    return _adaptive("_adaptive_avg_pool2d", self, 2, output_size, "avg")
+
+
+register("pooling", name="adaptive_avg_pool2d")(_adaptive_avg_pool2d)
+
+
+@register("pooling")
+def adaptive_avg_pool3d(self: Tensor, output_size):
+    return _adaptive("adaptive_avg_pool3d", self, 3, output_size, "avg")
+
+
+@register("pooling")
+def adaptive_max_pool1d(self: Tensor, output_size):
+    """(values, int64 indices) of the maximum of each adaptive bin."""
+    return _adaptive("adaptive_max_pool1d", self, 1, output_size, "argmax")
+
+
+@register("pooling")
+def adaptive_max_pool2d(self: Tensor, output_size):
+    """(values, int64 indices h * W + w) of the maximum of each adaptive bin."""
+    return _adaptive("adaptive_max_pool2d", self, 2, output_size, "argmax")
+
+
+# ---- unpooling -------------------------------------------------------------------------------------------
+
+@register("pooling")
+def max_unpool2d(self: Tensor, indices: Tensor, output_size):
+    """The partial inverse of max_pool2d_with_indices (ATen's signature): each value goes to its flat index
+    h * W + w in a zero [..., H, W] plane. Indices out of range are clamped (xbench's gather/scatter rule;
+    PyTorch raises). A position named several times (overlapping windows) receives the value once."""
+    h, w = pair(output_size)
+    lead = tuple(self.shape[:-2])
+    planes = int(np.prod(lead))
+    if tuple(indices.shape) != tuple(self.shape):
+        raise ValueError(f"max_unpool2d: indices {tuple(indices.shape)} must match the input {tuple(self.shape)}")
+    base = (xb.arange(planes) * (h * w)).reshape(lead + (1, 1))
+    target = (xb.clamp(indices.astype("int64"), 0, h * w - 1) + base).reshape(-1)
+    zeros = xb.zeros((planes * h * w,), self.dtype)
+    total = xb.scatter_add(zeros, target, self.reshape(-1), axis=0)
+    hits = xb.scatter_add(xb.zeros((planes * h * w,), self.dtype), target, xb.ones((target.shape[0],), self.dtype),
+                          axis=0)
+    hits = xb.maximum(hits, 1)
+    out = total / hits if xb.dtypes.is_float(self.dtype) else total // hits
+    return out.reshape(lead + (h, w))
