@@ -36,6 +36,13 @@ def candidates_figure(result, kernel: str | None = None):
     return fig
 
 
+def _ordered(values: set) -> list:
+    try:
+        return sorted(values)
+    except TypeError:          # mixed types: a stable, readable order
+        return sorted(values, key=repr)
+
+
 def heatmap_figure(result, x: str, y: str, kernel: str | None = None):
     """Best time for each pair of values of knobs `x` and `y` (minimum over the other knobs)."""
     import matplotlib.pyplot as plt
@@ -44,8 +51,8 @@ def heatmap_figure(result, x: str, y: str, kernel: str | None = None):
     for name in (x, y):
         if not any(name in c.config for c in valid):
             raise ValueError(f"kernel {k.kernel} has no knob {name!r}; knobs: {sorted(valid[0].config)}")
-    xv = sorted({c.config[x] for c in valid}, key=repr)
-    yv = sorted({c.config[y] for c in valid}, key=repr)
+    xv = _ordered({c.config[x] for c in valid})
+    yv = _ordered({c.config[y] for c in valid})
     grid = np.full((len(yv), len(xv)), np.nan)
     for c in valid:
         i, j = yv.index(c.config[y]), xv.index(c.config[x])
