@@ -196,8 +196,10 @@ class CudaBackend:
         items = []
         for ln in writer.launches:
             sig = [self._param_type(program, ln, p) for p in ln.params]
-            items.append({"key": digest("ptx", CODEGEN_VERSION, prelude, ln.source, sig, cc, ln.fastmath, ncv),
-                          "function": ln.name, "sig": sig, "cc": list(cc), "fastmath": ln.fastmath})
+            items.append({"key": digest("ptx", CODEGEN_VERSION, prelude, ln.source, sig, cc, ln.fastmath,
+                                        ln.bounds, ncv),
+                          "function": ln.name, "sig": sig, "cc": list(cc), "fastmath": ln.fastmath,
+                          "launch_bounds": list(ln.bounds)})
         ptx_by_key = P.generate(items, path, f"xbench_cuda_ptx_{key}", error)
         ptx_text = {}
         for ln, it in zip(writer.launches, items):

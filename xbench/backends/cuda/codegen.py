@@ -148,6 +148,7 @@ class Launch:
     points_per_block: int = 1
     fastmath: bool = False
     details: dict = field(default_factory=dict)
+    bounds: tuple[int, ...] = ()
 
     @property
     def threads(self) -> int:
@@ -476,8 +477,16 @@ class ModuleWriter:
         src()
         src("import numpy as np")
         src("from numba import cuda")
+        src("from numba.core import config as _numba_config")
+        src()
+        src()
+        src("def _kernel(**options):")
+        src('    """cuda.jit for a kernel (numba\'s CUDA simulator takes no launch bounds)."""')
+        src("    if _numba_config.ENABLE_CUDASIM:")
+        src('        options.pop("launch_bounds", None)')
+        src("    return cuda.jit(**options)")
         if self.libdevice:
-            src("from numba.core import config as _numba_config")
+            src()
             src()
             src("if _numba_config.ENABLE_CUDASIM:  # the simulator runs kernels as Python: numpy/scipy stand in")
             with src.indent():
@@ -770,6 +779,14 @@ class BodyWriter:
         if isinstance(s, ScatterAdd):
             return self.scatter(s)
         raise TypeError(type(s).__name__)
+
+    def bounds(self, threads: int) -> tuple[int, ...]:
+        """Launch bounds for ptxas: the block size, and the `min_blocks` per SM the schedule asks for."""
+        mb = int(self.sched.get("min_blocks", 0))
+        return (threads, mb) if mb > 0 else (threads,)
+
+    def decorator(self, fast: bool, threads: int) -> str:
+        return f"@_kernel(fastmath={fast}, cache=True, launch_bounds={self.bounds(threads)!r})"
 
     _ids = 0
 
@@ -1121,7 +1138,7 @@ class PointWriter(BodyWriter):
             self.src("pass")
         inner = self.src.lines
         fast = bool(self.sched.get("fast_math", False))
-        body(f"@cuda.jit(fastmath={fast}, cache=True)")
+        body(self.decorator(fast, self.block))
         body(f"def {k.name}({self.arg_names()}):")
         with body.indent():
             for name, shape, dt in self.locals_arrays:
@@ -1133,7 +1150,7 @@ class PointWriter(BodyWriter):
         grid = (max(1, min(-(-P // self.block), 1 << 20)), 1, 1)
         return Launch(k.name, self.origin, "point", self.params(), (self.block, 1, 1), grid, [],
                       self.scratch, body.text(), 1, fast,
-                      {"points": P, "threads_per_point": 1})
+                      {"points": P, "threads_per_point": 1}, self.bounds(self.block))
 
 
 # ---- row template -------------------------------------------------------------------------------------------
@@ -1220,7 +1237,7 @@ class RowWriter(BodyWriter):
         inner = self.src.lines
         fast = bool(self.sched.get("fast_math", False))
         body = Source()
-        body(f"@cuda.jit(fastmath={fast}, cache=True)")
+        body(self.decorator(fast, self.block_threads))
         body(f"def {k.name}({self.arg_names()}):")
         with body.indent():
             for a in self.shared:
@@ -1240,7 +1257,7 @@ class RowWriter(BodyWriter):
         return Launch(k.name, self.origin, "row", self.params(), (self.block_threads, 1, 1), grid,
                       self.shared, self.scratch, body.text(), R, fast,
                       {"points": P, "threads_per_point": T, "points_per_block": R,
-                       "row_scratch": dict(self.row_place)})
+                       "row_scratch": dict(self.row_place)}, self.bounds(self.block_threads))
 
 
 # ---- tiled contraction template -----------------------------------------------------------------------------
@@ -1285,7 +1302,7 @@ class TiledWriter:
         lhs_kfast = self._fast_axis(c.lhs, kn)
         rhs_kfast = self._fast_axis(c.rhs, kn)
         fast = bool(self.sched.get("fast_math", False))
-        src(f"@cuda.jit(fastmath={fast}, cache=True)")
+        src(self.body.decorator(fast, nthreads))
         src(f"def {k.name}({self.body.arg_names()}):")
         strided = self.body.strided
         with src.indent():
@@ -1312,7 +1329,7 @@ class TiledWriter:
                       src.text(), 1, fast,
                       {"M": M, "N": N, "K": K, "batch": B, "BM": BM, "BN": BN, "BK": BK, "TM": TM, "TN": TN,
                        "pad": pad, "tile_dtype": tile_dt, "lhs_k_contiguous": lhs_kfast,
-                       "rhs_k_contiguous": rhs_kfast})
+                       "rhs_k_contiguous": rhs_kfast}, self.body.bounds(nthreads))
 
     def _block_tile(self, src: Source, M, N, K, BM, BN, BK, TM, TN, NTX, NTY, nthreads, acc_dt, tile_dt,
                     lhs_kfast, rhs_kfast) -> None:

@@ -38,9 +38,11 @@ def default_threads(k: Kernel) -> tuple[int, int]:
 
 def tile_defaults(k: Kernel) -> dict:
     c, batch, m, n = tiled_roles(k)
-    M, N, K = _extents(m), _extents(n), _extents(c.axes)
-    if M >= 512 and N >= 512:
-        return {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}
+    M, N, K, B = _extents(m), _extents(n), _extents(c.axes), _extents(batch)
+    if M >= 512 and N >= 512 and -(-M // 128) * -(-N // 128) * B >= 200:
+        # 128 x 128 tiles when they still give every SM of a large GPU (100-132 SMs) a block or two;
+        # 8 x 8 accumulators per thread, registers capped for two blocks per SM (no spills at 126)
+        return {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "min_blocks": 2}
     BM = 64 if M >= 48 else max(16, next_pow2(M))
     BN = 64 if N >= 48 else max(16, next_pow2(N))
     TM = 4 if BM >= 64 else 2
@@ -50,7 +52,7 @@ def tile_defaults(k: Kernel) -> dict:
 
 
 def default_schedule(k: Kernel) -> Schedule:
-    s: dict = {"fast_math": False}
+    s: dict = {"fast_math": False, "min_blocks": 0}
     if scatter_phases(k) is not None:
         s["block"] = 256
         return Schedule(s)
@@ -78,6 +80,9 @@ def knobs(k: Kernel) -> dict[str, Knob]:
     out = {"fast_math": Knob("fast_math", (False, True), d["fast_math"],
                              "numba-cuda fastmath (flush denormals, approximate division/sqrt, no NaN/inf "
                              "guarantees)")}
+    out["min_blocks"] = Knob("min_blocks", (0, 1, 2, 3, 4), d.get("min_blocks", 0),
+                             "launch bounds: blocks per SM ptxas must leave room for (caps registers per "
+                             "thread; 0 = only the block size)")
     if "block" in d or "threads_per_point" in d or "BM" in d:
         out["block"] = Knob("block", POW2[5:], d.get("block", 256),
                             "threads per block when each thread handles whole outer points")

@@ -64,7 +64,9 @@ def _compile(req: dict) -> dict:
             sig = tuple(types.Array(getattr(types, "boolean" if dt == "bool" else dt), nd, "C")
                         for dt, nd in item["sig"])
             try:
-                ptx, _ = cuda.compile_ptx(fn.py_func, sig, cc=tuple(item["cc"]), fastmath=item["fastmath"])
+                bounds = tuple(item.get("launch_bounds") or ()) or None
+                ptx, _ = cuda.compile_ptx(fn.py_func, sig, cc=tuple(item["cc"]), fastmath=item["fastmath"],
+                                          launch_bounds=bounds)
             except Exception as exc:  # report which kernel failed
                 kind, text = _classify(exc)
                 return {"ok": False, "kind": kind, "function": item["function"], "message": text}
