@@ -34,10 +34,11 @@ import numpy as np
 
 from xbench.cache import digest, write_once
 from xbench.config import cache_dir, log
+from xbench.errors import BackendError
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "twin" / "include"
 CXX_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-shared", "-fPIC", "-pthread")
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 # Field order of the twin's TCubeTiling (kernel_tiling/kernel_tiling.h); checked against each library.
 TCUBETILING_FIELDS: tuple[str, ...] = (
@@ -52,7 +53,7 @@ _POSITIONS = ("GM", "A1", "A2", "B1", "B2", "C1", "C2", "CO1", "CO2", "VECIN", "
 _MAX_COUNTERS = frozenset({"ub_high_water"})  # combined over blocks by max, the others by sum
 
 
-class TwinError(RuntimeError):
+class TwinError(BackendError):
     """A kernel broke a hardware rule (or could not be launched) on the twin."""
 
     def __init__(self, kernel: str, block: int, rule: str, detail: str):
@@ -61,10 +62,10 @@ class TwinError(RuntimeError):
         self.rule = rule
         self.detail = detail
         where = f"block {block}" if block >= 0 else "launch"
-        super().__init__(f"xbench ascend twin: {kernel}, {where}: [{rule}] {detail}")
+        super().__init__(f"ascend twin: {kernel}, {where}: [{rule}] {detail}")
 
 
-class TwinCompileError(RuntimeError):
+class TwinCompileError(BackendError):
     """g++ rejected a kernel source; the message quotes the compiler and the offending source lines."""
 
     def __init__(self, message: str, *, stderr: str, source_path: Path):
@@ -168,6 +169,18 @@ class TwinLibrary:
             raise RuntimeError(f"{path}: TCubeTiling fields disagree with twin.TCUBETILING_FIELDS")
         self.kernels: tuple[str, ...] = tuple(re.findall(r"XBENCH_TWIN_LAUNCH\(\s*(\w+)\s*\)",
                                                          source_path.read_text()))
+
+    def host_function(self, symbol: str, restype: Any = ctypes.c_int32,
+                      argtypes: Sequence[Any] | None = None) -> Any:
+        """A plain ``extern "C"`` host function compiled into the library (e.g. a generated tiling function)."""
+        try:
+            fn = getattr(self._lib, symbol)
+        except AttributeError:
+            raise KeyError(f"{self.name}: no host function {symbol!r} in {self.path}") from None
+        fn.restype = restype
+        if argtypes is not None:
+            fn.argtypes = list(argtypes)
+        return fn
 
     def __repr__(self) -> str:
         return f"TwinLibrary({self.name!r}, kernels={list(self.kernels)}, path={str(self.path)!r})"
@@ -288,21 +301,30 @@ def _host_flags() -> tuple[str, ...]:
 def _compiler() -> str:
     cxx = shutil.which("g++")
     if cxx is None:
-        raise TwinCompileError("xbench ascend twin: g++ was not found on PATH; install g++ (C++17) to build "
+        raise TwinCompileError("ascend twin: g++ was not found on PATH; install g++ (C++17) to build "
                                "Ascend C kernels for the CPU twin", stderr="", source_path=Path())
     return cxx
 
 
-def build(source: str, *, name: str, extra_flags: Sequence[str] = ()) -> TwinLibrary:
-    """Compile an Ascend C source against the twin (cached by source, headers, compiler and flags)."""
+def _paths(source: str, name: str, extra_flags: Sequence[str]) -> tuple[str, tuple[str, ...], Path, Path]:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ValueError(f"library name {name!r} may use letters, digits, '_', '.' and '-' only")
     cxx = _compiler()
     flags = (*CXX_FLAGS, *_host_flags(), *extra_flags)
     key = digest("ascend-twin", source, _headers_digest(), _compiler_id(cxx), flags)
     folder = cache_dir("ascend")
-    so_path = folder / f"{name}-{key}.so"
-    src_path = folder / f"{name}-{key}.cpp"
+    return cxx, flags, folder / f"{name}-{key}.so", folder / f"{name}-{key}.cpp"
+
+
+def is_built(source: str, *, name: str, extra_flags: Sequence[str] = ()) -> bool:
+    """Whether `build` would find this source's library in the cache."""
+    return _paths(source, name, extra_flags)[2].exists()
+
+
+def build(source: str, *, name: str, extra_flags: Sequence[str] = ()) -> TwinLibrary:
+    """Compile an Ascend C source against the twin (cached by source, headers, compiler and flags)."""
+    cxx, flags, so_path, src_path = _paths(source, name, extra_flags)
+    folder = so_path.parent
     write_once(src_path, source)
     if so_path.exists():
         log.debug("ascend twin: cache hit %s", so_path.name)
@@ -334,7 +356,7 @@ def _compile_message(name: str, src_path: Path, source: str, stderr: str) -> str
     lines = sorted({int(m) for m in re.findall(src + r":(\d+):", stderr)})
     text = source.splitlines()
     quoted = [f"  {n:5d} | {text[n - 1]}" for n in lines[:12] if 0 < n <= len(text)]
-    out = [f"xbench ascend twin: g++ could not compile {name} ({src_path})"]
+    out = [f"ascend twin: g++ could not compile {name} ({src_path})"]
     out += [f"  {e}" for e in errors[:12]] or [f"  {ln}" for ln in stderr.strip().splitlines()[-12:]]
     if quoted:
         out += ["source lines:", *quoted]

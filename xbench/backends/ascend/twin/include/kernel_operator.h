@@ -35,7 +35,8 @@
 // ===================================================================================== supported API
 // namespace AscendC (all names as in the real API; Atlas A2 / 910B behaviour and data types):
 //   GetBlockIdx, GetBlockNum, GetSubBlockIdx, GetSysWorkSpacePtr, SetSysWorkspace, GetUBSizeInBytes
-//   PipeBarrier<pipe_t>, SetFlag<HardEvent>/WaitFlag<HardEvent>(id), TPipe::FetchEventID/AllocEventID
+//   PipeBarrier<pipe_t>, SetFlag<HardEvent>/WaitFlag<HardEvent>(id), TPipe::FetchEventID/AllocEventID,
+//       DataCacheCleanAndInvalid<T, CacheLine, DcciDst>(gm)
 //       -- counted only: each block runs in program order, so races between pipes are not detected.
 //   TPosition (QuePosition), TPipe::InitBuffer(que, num, len) / InitBuffer(tbuf, len) / Reset / Destroy,
 //   TQue<pos, depth>::AllocTensor<T> / EnQue / DeQue<T> / FreeTensor / HasTensorInQue / ...,
@@ -90,7 +91,7 @@
 // See XBENCH_TWIN_SCALAR_COUNTERS in xbench_twin/runtime.h: MTE2/MTE3 bytes and instructions, vector calls,
 // instructions (one per 256-byte repeat; Cast and Axpy by the wider type; reductions count every round) and
 // elements, per-API vector instructions, cube MACs and fractals, scalar GM/UB accesses, DataCopy truncations,
-// UB high-water mark and each InitBuffer's bytes.
+// TQue EnQue / DeQue calls (tiles through the pipeline), UB high-water mark and each InitBuffer's bytes.
 #ifndef XBENCH_TWIN_KERNEL_OPERATOR_H
 #define XBENCH_TWIN_KERNEL_OPERATOR_H
 

@@ -19,7 +19,7 @@
 // ---------------------------------------------------------------------------------------------
 // C ABI shared with xbench/backends/ascend/twin.py. Bump XBENCH_TWIN_ABI on any layout change.
 // ---------------------------------------------------------------------------------------------
-#define XBENCH_TWIN_ABI 1
+#define XBENCH_TWIN_ABI 2
 #define XBENCH_TWIN_MAX_BUFFERS 32
 #define XBENCH_TWIN_NUM_OPS 32
 
@@ -44,7 +44,9 @@
     X(datacopy_truncated)       /* DataCopy calls whose count*sizeof(T) was rounded down to 32 B */ \
     X(datacopy_truncated_bytes) /* bytes those calls did not move */                                \
     X(compare_truncated)        /* Compare calls whose count was rounded down to 256 B */           \
-    X(sync_calls)               /* PipeBarrier / SetFlag / WaitFlag calls */                        \
+    X(sync_calls)               /* PipeBarrier / SetFlag / WaitFlag / DataCacheCleanAndInvalid calls */ \
+    X(que_enque)                /* TQue::EnQue calls (tiles handed from one pipe to the next) */    \
+    X(que_deque)                /* TQue::DeQue calls */                                             \
     X(ub_high_water)            /* bytes of UB carved by TPipe::InitBuffer (peak) */
 
 extern "C" {

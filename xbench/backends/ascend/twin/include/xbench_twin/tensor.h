@@ -138,6 +138,18 @@ private:
     }
 };
 
+// ------------------------------------------------------------------------- data cache
+// Scalar GM writes (GlobalTensor::SetValue) go through the core's data cache; a kernel flushes them with
+// DataCacheCleanAndInvalid before other pipes or kernels read that memory. Host memory is coherent, so the
+// twin only counts the call (sync_calls).
+enum class CacheLine : uint8_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE };
+enum class DcciDst : uint8_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+template <typename T, CacheLine entireType, DcciDst dcciDst>
+__aicore__ inline void DataCacheCleanAndInvalid(const GlobalTensor<T>& dstTensor) {
+    (void)dstTensor;
+    xbench_twin::counters().sync_calls += 1;
+}
+
 // ------------------------------------------------------------------------- LocalTensor
 template <typename T>
 class LocalTensor {
@@ -455,6 +467,7 @@ public:
         }
         b.state = BufState::kEnqueued;
         xb_fifo.push_back(tensor.xb_buf);
+        c.c.que_enque += 1;
         return true;
     }
 
@@ -470,6 +483,7 @@ public:
         int32_t id = xb_fifo.front();
         xb_fifo.erase(xb_fifo.begin());
         c.bufs[id].state = BufState::kDequeued;
+        c.c.que_deque += 1;
         return xb_tensor<T>(id);
     }
     template <typename T> __aicore__ inline void DeQue(LocalTensor<T>& tensor) { tensor = DeQue<T>(); }

@@ -1,0 +1,320 @@
+"""C++ spelling for the Ascend C generator: element types, literals, a line writer, and scalar expressions.
+
+Scalar code runs on the AI core's scalar unit: index arithmetic, per-row statistics, broadcast operands read
+with `GetValue`, and the element-by-element loops of the "scalar path". It computes 16-bit floats in float
+and never calls a math library: transcendental functions go through the vector unit (`math(...)` callback:
+the kernel class owns small helpers that run one 32-byte block through vector instructions).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...dtypes import is_float, is_int
+from ...errors import BackendError
+from ...ir import expr as E
+from ...ir.expr import Call, Cast, Const, Expr, Idx, Load, Local, Select
+
+# storage type of each dtype in GM and UB
+CTYPE = {"float32": "float", "float16": "half", "bfloat16": "bfloat16_t", "int8": "int8_t", "uint8": "uint8_t",
+         "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t"}
+# what scalar code computes a value of each dtype in
+SCALAR = {**CTYPE, "float16": "float", "bfloat16": "float", "bool": "bool"}
+SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
+        "bool": 1}
+
+
+class Unsupported(BackendError):
+    """The ascend backend has no form for this construct (yet)."""
+
+
+def ctype(dtype: str) -> str:
+    if dtype not in CTYPE:
+        raise Unsupported(f"the ascend backend has no {dtype} type (the Ascend vector and cube units have no "
+                          "64-bit floats)", hint="compute in float32 (x.astype(np.float32))")
+    return CTYPE[dtype]
+
+
+def float_lit(v: float, dtype: str = "float32") -> str:
+    """A float literal in the compute type (float); exact for float32 values."""
+    v = float(np.float32(v)) if dtype != "float64" else float(v)
+    if np.isnan(v):
+        return "XB_NAN"
+    if np.isinf(v):
+        return "XB_INF" if v > 0 else "(-XB_INF)"
+    s = repr(float(np.float32(v)))
+    if "e" not in s and "." not in s:
+        s += ".0"
+    if s.startswith("-"):
+        return f"({s}f)"
+    return s + "f"
+
+
+def lit(v, dtype: str) -> str:
+    """A literal of `dtype`'s scalar compute type."""
+    if dtype == "bool":
+        return "true" if v else "false"
+    if is_float(dtype):
+        return float_lit(v, dtype)
+    iv = int(v)
+    if not -2**31 <= iv < 2**31:
+        return f"({iv}LL)" if iv < 0 else f"{iv}LL"
+    return f"({iv})" if iv < 0 else str(iv)
+
+
+def vec_scalar(code: str, dtype: str) -> str:
+    """A scalar argument of a vector instruction on `dtype` tensors (the API wants the element type)."""
+    if dtype == "float32":
+        return code
+    return f"static_cast<{ctype(dtype)}>({code})"
+
+
+class Source:
+    """Lines of C++ with indentation."""
+
+    def __init__(self, depth: int = 0):
+        self.lines: list[str] = []
+        self.depth = depth
+
+    def __call__(self, line: str = "") -> None:
+        self.lines.append(("    " * self.depth + line) if line else "")
+
+    def extend(self, other: Source) -> None:
+        self.lines.extend(other.lines)
+
+    def block(self, head: str, tail: str = "}"):
+        """`head {` ... `}` with the body indented."""
+        src = self
+
+        class _Ctx:
+            def __enter__(self):
+                src(head + " {")
+                src.depth += 1
+
+            def __exit__(self, *a):
+                src.depth -= 1
+                src(tail)
+        return _Ctx()
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+# ---- ranges of integer index expressions (to drop floor-division helpers and prove loads in bounds) --------
+
+def interval(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """Inclusive bounds of an integer expression over variable ranges, or None when unknown."""
+    if isinstance(e, Const):
+        if isinstance(e.value, bool) or not isinstance(e.value, (int, np.integer)):
+            return None
+        return int(e.value), int(e.value)
+    if isinstance(e, Idx):
+        return ranges.get(e.name)
+    if isinstance(e, Cast) and is_int(e.dtype) and is_int(e.x.dtype):
+        return interval(e.x, ranges)
+    if not isinstance(e, Call):
+        return None
+    args = [interval(a, ranges) for a in e.args]
+    if any(a is None for a in args):
+        return None
+    if e.fn == "add":
+        return args[0][0] + args[1][0], args[0][1] + args[1][1]
+    if e.fn == "sub":
+        return args[0][0] - args[1][1], args[0][1] - args[1][0]
+    if e.fn == "neg":
+        return -args[0][1], -args[0][0]
+    if e.fn == "mul":
+        c = [a * b for a in args[0] for b in args[1]]
+        return min(c), max(c)
+    if e.fn in ("floordiv", "mod") and args[1][0] == args[1][1] and args[1][0] > 0:
+        d = args[1][0]
+        if e.fn == "floordiv":
+            return args[0][0] // d, args[0][1] // d
+        if args[0][0] >= 0 and args[0][1] < d:
+            return args[0]
+        return 0, d - 1
+    if e.fn == "maximum":
+        return max(args[0][0], args[1][0]), max(args[0][1], args[1][1])
+    if e.fn == "minimum":
+        return min(args[0][0], args[1][0]), min(args[0][1], args[1][1])
+    return None
+
+
+# ---- scalar expressions ---------------------------------------------------------------------------------
+
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_ARITH = {"add": "+", "sub": "-", "mul": "*"}
+_BITS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shl": "<<", "shr": ">>"}
+
+
+@dataclass
+class ScalarScope:
+    """Names visible in scalar code: loop variables, per-point locals, hoisted temporaries."""
+    idx: dict[str, str] = field(default_factory=dict)
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    locals: dict[str, str] = field(default_factory=dict)
+    memo: dict[Expr, str] = field(default_factory=dict)
+
+    def child(self) -> ScalarScope:
+        return ScalarScope(dict(self.idx), dict(self.ranges), dict(self.locals), dict(self.memo))
+
+
+class ScalarWriter:
+    """Spells loop-IR expressions as C++ scalar expressions.
+
+    `load(buf, offset, dtype)` spells the read of one element (a GM `GetValue`, or a UB row buffer);
+    `math(fn, dtype, args)` spells a transcendental function (a vector-unit helper of the kernel class);
+    `shapes` gives every buffer's shape for row-major offsets."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]], load: Callable[[str, str, str], str],
+                 math: Callable[[str, str, list[str]], str]):
+        self.shapes = shapes
+        self._load = load
+        self._math = math
+        self.helpers: set[str] = set()
+        self._n = 0
+
+    def tmp(self) -> str:
+        self._n += 1
+        return f"sc{self._n}"
+
+    def offset(self, load: Load | tuple[str, tuple[Expr, ...]], scope: ScalarScope, src: Source | None,
+               lazy: bool = False) -> str:
+        buf, index = (load.buf, load.index) if isinstance(load, Load) else load
+        flat = E.linear(tuple(index), self.shapes[buf])
+        return self.expr(flat, scope, src, lazy)
+
+    def expr(self, e: Expr, scope: ScalarScope, src: Source | None, lazy: bool = False) -> str:
+        """C++ for `e`. Outside Select branches (`lazy` False) loads and math calls are hoisted into `src` as
+        named constants and shared; inside a branch everything stays inline so the untaken side never runs."""
+        if e in scope.memo:
+            return scope.memo[e]
+        code = self._spell(e, scope, src, lazy)
+        if src is not None and not lazy and (isinstance(e, Load) or (isinstance(e, Call) and code.startswith("Math"))):
+            name = self.tmp()
+            src(f"const {SCALAR.get(e.dtype, 'float')} {name} = {code};")
+            scope.memo[e] = name
+            return name
+        return code
+
+    def _spell(self, e: Expr, scope: ScalarScope, src: Source | None, lazy: bool) -> str:
+        sub = lambda x, lz=lazy: self.expr(x, scope, src, lz)  # noqa: E731
+        if isinstance(e, Const):
+            return lit(e.value, e.dtype)
+        if isinstance(e, Idx):
+            if e.name not in scope.idx:
+                raise Unsupported(f"internal: loop variable {e.name} has no scalar value here")
+            return scope.idx[e.name]
+        if isinstance(e, Local):
+            if e.name not in scope.locals:
+                raise Unsupported(f"internal: local {e.name} has no scalar value here")
+            return scope.locals[e.name]
+        if isinstance(e, Load):
+            off = self.offset(e, scope, src, lazy)
+            return self._load(e.buf, off, e.dtype)
+        if isinstance(e, Cast):
+            return self.cast(sub(e.x), e.x.dtype, e.dtype)
+        if isinstance(e, Select):
+            c = sub(e.cond)
+            return f"({c} ? {sub(e.a, True)} : {sub(e.b, True)})"
+        if isinstance(e, Call):
+            return self.call(e, [sub(a) for a in e.args], scope)
+        raise Unsupported(f"internal: cannot spell {type(e).__name__} as scalar code")
+
+    def cast(self, code: str, src: str, dst: str) -> str:
+        if src == dst:
+            return code
+        if dst == "bool":
+            return f"({code} != 0)"
+        if dst in ("float16", "bfloat16"):
+            return f"static_cast<float>(static_cast<{CTYPE[dst]}>({code}))"
+        return f"static_cast<{SCALAR[dst]}>({code})"
+
+    def call(self, e: Call, a: list[str], scope: ScalarScope) -> str:
+        fn, dt = e.fn, e.dtype
+        src_dt = e.args[0].dtype if e.args else dt
+        t = SCALAR.get(dt, "float")
+        if fn in _ARITH:
+            return f"static_cast<{t}>({a[0]} {_ARITH[fn]} {a[1]})" if dt in ("int8", "uint8", "int16") \
+                else f"({a[0]} {_ARITH[fn]} {a[1]})"
+        if fn in _CMP:
+            return f"({a[0]} {_CMP[fn]} {a[1]})"
+        if fn == "div":
+            return f"({a[0]} / {a[1]})"
+        if fn in ("floordiv", "mod") and is_int(dt):
+            rng = [interval(x, scope.ranges) for x in e.args]
+            if all(r is not None and r[0] >= 0 for r in rng) and rng[1][0] > 0:
+                return f"({a[0]} {'/' if fn == 'floordiv' else '%'} {a[1]})"
+            self.helpers.add("intdiv")
+            return f"Xb{'FloorDiv' if fn == 'floordiv' else 'Mod'}<{t}>({a[0]}, {a[1]})"
+        if fn in ("maximum", "minimum", "fmax", "fmin"):
+            if is_float(dt):
+                self.helpers.add("minmax")
+                nan = fn in ("maximum", "minimum")
+                name = {"maximum": "XbMax", "minimum": "XbMin", "fmax": "XbFMax", "fmin": "XbFMin"}[fn]
+                del nan
+                return f"{name}({a[0]}, {a[1]})"
+            op = ">" if fn in ("maximum", "fmax") else "<"
+            return f"(({a[0]}) {op} ({a[1]}) ? ({a[0]}) : ({a[1]}))"
+        if fn == "neg":
+            return f"(-{a[0]})"
+        if fn == "abs":
+            return f"(({a[0]}) < 0 ? -({a[0]}) : ({a[0]}))"
+        if fn == "sign":
+            return f"static_cast<{t}>((({a[0]}) > 0) - (({a[0]}) < 0))"
+        if fn == "logical_not":
+            return f"(!{a[0]})"
+        if fn == "logical_and":
+            return f"({a[0]} && {a[1]})"
+        if fn == "logical_or":
+            return f"({a[0]} || {a[1]})"
+        if fn == "logical_xor":
+            return f"({a[0]} != {a[1]})"
+        if fn in _BITS:
+            if dt == "bool":
+                return f"(({a[0]}) {_BITS[fn]} ({a[1]}))"
+            return f"static_cast<{t}>(({a[0]}) {_BITS[fn]} ({a[1]}))"
+        if fn == "bitwise_not":
+            return f"(!{a[0]})" if dt == "bool" else f"static_cast<{t}>(~({a[0]}))"
+        if fn == "reciprocal":
+            return f"(1.0f / {a[0]})"
+        if fn == "isnan":
+            return f"({a[0]} != {a[0]})"
+        if fn == "isinf":
+            return f"({a[0]} == XB_INF || {a[0]} == -XB_INF)"
+        if fn == "isfinite":
+            return f"({a[0]} == {a[0]} && {a[0]} != XB_INF && {a[0]} != -XB_INF)"
+        if fn == "pow" and is_int(dt):
+            self.helpers.add("ipow")
+            return f"XbIntPow<{t}>({a[0]}, {a[1]})"
+        if is_float(src_dt) or is_float(dt):
+            return self._math(fn, dt, a)
+        raise Unsupported(f"the ascend backend has no scalar form of {fn} on {dt}")
+
+
+SCALAR_HELPERS = {
+    "intdiv": """\
+template <typename T> __aicore__ inline T XbFloorDiv(T a, T b) {
+    if (b == 0) return 0;
+    T q = a / b;
+    return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> __aicore__ inline T XbMod(T a, T b) {
+    if (b == 0) return 0;
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}""",
+    "minmax": """\
+__aicore__ inline float XbMax(float a, float b) { return (a > b || a != a) ? a : b; }
+__aicore__ inline float XbMin(float a, float b) { return (a < b || a != a) ? a : b; }
+__aicore__ inline float XbFMax(float a, float b) { return (a > b || b != b) ? a : b; }
+__aicore__ inline float XbFMin(float a, float b) { return (a < b || b != b) ? a : b; }""",
+    "ipow": """\
+template <typename T> __aicore__ inline T XbIntPow(T a, T b) {
+    T r = 1;
+    for (T i = 0; i < b; ++i) r *= a;
+    return r;
+}""",
+}

@@ -1,0 +1,757 @@
+"""Loop-IR scalar expressions as sequences of Ascend C vector instructions over UB tiles.
+
+An expression is evaluated for every point of a *domain* tile at once (`len` elements starting at flat domain
+index `v0`). Each node is one of:
+
+- uniform (U): the same for the whole tile -- C++ scalar code, fed to the scalar forms (`Adds`, `Muls`, ...)
+  or to `Duplicate`;
+- vector (V): a tile in the UB: contiguous loads come from the kernel's input queues, everything else is
+  computed by count-form vector instructions into temporaries carved from one `TBuf` (the slot pool);
+- gathered (G): computed element by element on the scalar unit into a UB tile (strided or data-dependent
+  indexing, index arithmetic, Selects the vector unit cannot express) -- the "scalar path".
+
+Functions the vector API lacks are built from the ones it has (tanh and sigmoid from Exp, erf from a
+polynomial with Exp, powers by multiplication, rounding by Cast modes). Selects use Compare/Compares masks
+and `Select`; an index condition (a causal mask, a window edge) becomes a comparison of a ramp tile
+(0, 1, 2, ...) with a scalar threshold.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ...dtypes import is_float
+from ...ir import expr as E
+from ...ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
+from ...ir.kernel import Axis
+from ...ir.scalar import UNARY
+from .affine import Access, affine_in, classify
+from .cpp import CTYPE, SIZE, ScalarScope, ScalarWriter, Source, Unsupported, float_lit, interval, vec_scalar
+
+VEC_TYPES = ("float32", "float16")
+SHORTN = {"float32": "f", "float16": "h", "int32": "i", "uint8": "u", "int16": "s", "int8": "c", "int64": "l",
+          "bfloat16": "b"}
+DIRECT_UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "reciprocal": "Reciprocal",
+                "abs": "Abs"}
+COMPOSED_UNARY = {"neg", "sigmoid", "tanh", "erf", "erfc", "exp2", "log2", "log10", "expm1", "log1p", "floor",
+                  "ceil", "trunc", "round"}
+BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
+SCALAR_FORM = {"add": "Adds", "mul": "Muls", "maximum": "Maxs", "minimum": "Mins"}
+INT32_OK = {"add", "sub", "mul", "maximum", "minimum"}
+CMP = {"lt": "LT", "gt": "GT", "le": "LE", "ge": "GE", "eq": "EQ", "ne": "NE"}
+INVERT = {"LT": "GE", "GE": "LT", "GT": "LE", "LE": "GT", "EQ": "NE", "NE": "EQ"}
+SWAP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
+ROUND = {"floor": "CAST_FLOOR", "ceil": "CAST_CEIL", "trunc": "CAST_TRUNC", "round": "CAST_RINT"}
+# erf(x) = 1 - (a1 t + ... + a5 t^5) exp(-x^2), t = 1 / (1 + p x), x >= 0 (Abramowitz & Stegun 7.1.26,
+# |error| <= 1.5e-7)
+ERF_P = 0.3275911
+ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+@dataclass(frozen=True)
+class Tile:
+    name: str
+    dtype: str
+    slots: tuple[int, ...] = ()   # pool slots this tile keeps alive (empty: a queue tile or pinned buffer)
+
+
+@dataclass(frozen=True)
+class Scal:
+    code: str
+    dtype: str
+
+
+Operand = Tile | Scal
+
+
+class Pool:
+    """Scratch tiles carved from the kernel's calcBuf: `slotBytes` each, reused as values die."""
+
+    def __init__(self, prefix: str = "s"):
+        self.prefix = prefix
+        self.free: list[int] = []
+        self.count = 0
+        self.views: dict[tuple[int, str], str] = {}
+        self.pinned: set[int] = set()
+
+    def alloc(self, dtype: str, pinned: bool = False) -> Tile:
+        slot = self.free.pop(0) if self.free else self._new()
+        if pinned:
+            self.pinned.add(slot)
+        return Tile(self.view(slot, dtype), dtype, () if pinned else (slot,))
+
+    def _new(self) -> int:
+        self.count += 1
+        return self.count - 1
+
+    def view(self, slot: int, dtype: str) -> str:
+        key = (slot, dtype)
+        if key not in self.views:
+            self.views[key] = f"{self.prefix}{slot}{SHORTN.get(dtype, 'x')}"
+        return self.views[key]
+
+    def release(self, t: Tile) -> None:
+        for s in t.slots:
+            if s not in self.free and s not in self.pinned:
+                self.free.append(s)
+        self.free.sort()
+
+    def declarations(self, buf: str, slot_bytes: str) -> list[str]:
+        out = []
+        for (slot, dt), name in sorted(self.views.items()):
+            c = CTYPE[dt]
+            out.append(f"LocalTensor<{c}> {name} = {buf}.GetWithOffset<{c}>({slot_bytes} / sizeof({c}), "
+                       f"{slot} * {slot_bytes});")
+        return out
+
+
+@dataclass
+class Domain:
+    """The axes one tile covers (flattened row-major), and the C++ names of its start and length."""
+    axes: tuple[Axis, ...]
+    v0: str = "v0"
+    count: str = "len"
+
+    @property
+    def names(self) -> set[str]:
+        return {a.name for a in self.axes if a.extent > 1}
+
+    @property
+    def extent(self) -> int:
+        n = 1
+        for a in self.axes:
+            n *= a.extent
+        return n
+
+
+@dataclass
+class Features:
+    """What the emitted code needs from its kernel (the UB plan and the resources report read these)."""
+    select: bool = False        # Select in tensor modes: 8 KiB of UB must stay free
+    ramp: bool = False          # an index ramp tile (0, 1, 2, ...) initialised once
+    gathers: list[str] = field(default_factory=list)   # what runs element by element on the scalar unit
+    math: set[str] = field(default_factory=set)        # scalar transcendental helpers used
+
+
+class VecEmitter:
+    """Emits the vector code of one compute block (one tile) into `src`.
+
+    `inputs` maps contiguous loads to the UB tiles the kernel copied in; `vlocals` maps per-point locals
+    computed as tiles; `scalar` is the scalar scope (loop variables, uniform locals) and `sw` spells scalar
+    code. `is_vector_local(name)` tells vector locals from scalar ones.
+    """
+
+    def __init__(self, src: Source, domain: Domain, pool: Pool, sw: ScalarWriter, scope: ScalarScope,
+                 shapes: dict[str, tuple[int, ...]], sizes: dict[str, int], *,
+                 inputs: Callable[[Load, tuple], Tile | None],
+                 vlocals: dict[str, Tile] | None = None,
+                 ranges: dict[str, tuple[int, int]] | None = None,
+                 features: Features | None = None,
+                 ramp: str = "rampTile"):
+        self.src = src
+        self.dom = domain
+        self.pool = pool
+        self.sw = sw
+        self.scope = scope
+        self.shapes = shapes
+        self.sizes = sizes
+        self.inputs = inputs
+        self.vlocals = vlocals or {}
+        self.ranges = dict(ranges or {})
+        for a in domain.axes:
+            self.ranges[a.name] = (0, a.extent - 1)
+        self.features = features or Features()
+        self.ramp_name = ramp
+        self.memo: dict[tuple, Operand] = {}
+        self.uses: dict[tuple, int] = {}
+        self._modes: dict[tuple, str] = {}
+        self._gid = 0
+        self._target: tuple[tuple, Tile] | None = None
+
+    # ---- classification ------------------------------------------------------------------------------
+    def depends(self, e: Expr) -> bool:
+        for n in e.walk():
+            if isinstance(n, Idx) and n.name in self.dom.names:
+                return True
+            if isinstance(n, Local) and n.name in self.vlocals:
+                return True
+        return False
+
+    def access(self, e: Load, guarded: bool) -> Access:
+        size = 1
+        for d in self.shapes[e.buf]:
+            size *= d
+        return classify(e, self.shapes[e.buf], self.dom.axes, guarded, self.ranges, size)
+
+    def gatherable(self, e: Expr) -> bool:
+        for n in e.walk():
+            if isinstance(n, Call) and n.fn in UNARY and UNARY[n.fn].transcendental:
+                return False
+            if isinstance(n, Call) and n.fn in ("pow", "atan2", "hypot") and is_float(n.dtype):
+                return False
+        return True
+
+    def mode(self, e: Expr, guarded: bool = False) -> str:
+        key = (e, guarded)
+        if key not in self._modes:
+            self._modes[key] = self._mode(e, guarded)
+        return self._modes[key]
+
+    def _mode(self, e: Expr, guarded: bool) -> str:
+        if not self.depends(e):
+            return "U"
+        if isinstance(e, Local):
+            return "V"
+        if isinstance(e, Load):
+            acc = self.access(e, guarded)
+            if acc.kind == "contiguous" and e.dtype in CTYPE and self.inputs(e, (acc.base,)) is not None:
+                return "V"
+            return "G"
+        if isinstance(e, (Idx, Const)):
+            return "G"
+        if isinstance(e, Cast):
+            m = self.mode(e.x, guarded)
+            if e.x.dtype == "bool":
+                return "V" if self._cond_form(e.x, guarded) is not None else "G"
+            if m == "G" or not _cast_ok(e.x.dtype, e.dtype):
+                return "G"
+            return "V"
+        if isinstance(e, Select):
+            cond_v = self._cond_form(e.cond, guarded) is not None if self.depends(e.cond) else True
+            branches = [self.mode(e.a, True), self.mode(e.b, True)]
+            if e.dtype not in VEC_TYPES:
+                return "G"
+            if (not cond_v or "G" in branches) and self.gatherable(e):
+                return "G"
+            return "V"
+        if isinstance(e, Call):
+            if e.dtype not in VEC_TYPES and not (e.dtype == "int32" and e.fn in INT32_OK):
+                return "G"
+            if e.fn in BINARY or e.fn in DIRECT_UNARY or e.fn in COMPOSED_UNARY or e.fn == "pow":
+                return "V"
+            return "G"
+        raise Unsupported(f"internal: unknown expression node {type(e).__name__}")
+
+    def _cond_form(self, c: Expr, guarded: bool):
+        """How a vector condition becomes a mask: ("cmp", mode, a, b) for float data, ("ramp", mode, a, rest)
+        for an index comparison affine in the domain, or None (gathered as a 0/1 tile)."""
+        if not (isinstance(c, Call) and c.fn in CMP):
+            return None
+        x, y = c.args
+        mode = CMP[c.fn]
+        if x.dtype in VEC_TYPES and y.dtype == x.dtype:
+            mx, my = self.mode(x, guarded), self.mode(y, guarded)
+            if "G" not in (mx, my):
+                return ("cmp", mode, x, y)
+            return None
+        if x.dtype in ("int64", "int32") and y.dtype == x.dtype:
+            d = E.sub(x, y) if not isinstance(y, Const) else E.add(x, E.const(-int(y.value)))
+            form = affine_in(d, self.dom.axes)
+            if form is None or form[0] == 0:
+                return None
+            a, rest = form
+            r = interval(rest, self.ranges)
+            if r is None or abs(a) * self.dom.extent + max(abs(r[0]), abs(r[1])) >= 2 ** 24:
+                return None
+            return ("ramp", mode, a, rest)
+        return None
+
+    # ---- use counts (temporaries die at their last use) ------------------------------------------------
+    def count_uses(self, roots: list[Expr], guard: tuple = ()) -> None:
+        for r in roots:
+            self._count(r, guard, bool(guard))
+
+    def _count(self, e: Expr, guard: tuple, guarded: bool) -> None:
+        m = self.mode(e, guarded)
+        if m == "U":
+            return
+        key = (e, guard)
+        self.uses[key] = self.uses.get(key, 0) + 1
+        if self.uses[key] > 1 or m == "G":
+            return
+        if isinstance(e, Select):
+            if self.depends(e.cond):
+                form = self._cond_form(e.cond, guarded)
+                if form is None:
+                    self._count_gather_cond(e.cond, guard)
+                elif form[0] == "cmp":
+                    self._count(form[2], guard, guarded)
+                    self._count(form[3], guard, guarded)
+            self._count(e.a, guard + ((e.cond, True),), True)
+            self._count(e.b, guard + ((e.cond, False),), True)
+        elif isinstance(e, Cast) and e.x.dtype == "bool":
+            form = self._cond_form(e.x, guarded)
+            if form is not None and form[0] == "cmp":
+                self._count(form[2], guard, guarded)
+                self._count(form[3], guard, guarded)
+        elif isinstance(e, (Call, Cast)):
+            for c in e.children():
+                self._count(c, guard, guarded)
+
+    def _count_gather_cond(self, c: Expr, guard: tuple) -> None:
+        pass
+
+    def _take(self, e: Expr, guard: tuple, op: Operand) -> None:
+        """One use of `e`'s value is done; release its temporary after the last one."""
+        if not isinstance(op, Tile):
+            return
+        key = (e, guard)
+        if key in self.uses:
+            self.uses[key] -= 1
+            if self.uses[key] <= 0:
+                self.memo.pop(key, None)
+                self.pool.release(op)
+
+    # ---- evaluation ----------------------------------------------------------------------------------
+    def scalar(self, e: Expr) -> Scal:
+        return Scal(self.sw.expr(e, self.scope, self.src), e.dtype)
+
+    def value(self, e: Expr, guard: tuple = ()) -> Operand:
+        guarded = bool(guard)
+        if self.mode(e, guarded) == "U":
+            return self.scalar(e)
+        key = (e, guard)
+        if key in self.memo:
+            return self.memo[key]
+        out = self._value(e, guard, guarded)
+        if key in self.uses:
+            self.memo[key] = out
+        return out
+
+    def use(self, e: Expr, guard: tuple = ()) -> Operand:
+        """The value of `e` for one consumer (call `done` after the instruction that reads it)."""
+        return self.value(e, guard)
+
+    def done(self, e: Expr, op: Operand, guard: tuple = ()) -> None:
+        self._take(e, guard, op)
+
+    def tile_of(self, e: Expr, op: Operand) -> Tile:
+        """A tile holding `op` (a uniform value is broadcast with Duplicate)."""
+        if isinstance(op, Tile):
+            return op
+        t = self.pool.alloc(op.dtype)
+        self.src(f"Duplicate({t.name}, {vec_scalar(op.code, op.dtype)}, {self.dom.count});")
+        return t
+
+    def root(self, e: Expr, dst: Tile | None = None) -> Tile:
+        """Evaluate a root expression into a tile (`dst` when given: an output queue tile)."""
+        self._target = ((e, ()), dst) if dst is not None else None
+        op = self.value(e)
+        self._target = None
+        if isinstance(op, Scal):
+            t = dst or self.pool.alloc(e.dtype)
+            self.src(f"Duplicate({t.name}, {vec_scalar(op.code, op.dtype)}, {self.dom.count});")
+            return t
+        if dst is None:
+            return op
+        if op.name != dst.name:
+            if op.dtype != dst.dtype:
+                self.cast_into(dst, op)
+            else:
+                self.copy(dst, op)
+            self._take(e, (), op)
+        return dst
+
+    def copy(self, dst: Tile, src: Tile) -> None:
+        """UB -> UB copy of a whole tile (32-byte blocks; tiles are sized in whole blocks)."""
+        per = 32 // SIZE[dst.dtype]
+        self.src(f"DataCopy({dst.name}, {src.name}, XbAlign({self.dom.count}, {per}));")
+
+    def _dst(self, key: tuple, dtype: str, *ops: tuple[Expr, Operand, tuple]) -> Tile:
+        """A destination for the result `key` = (expr, guard): the root's output tile, else the slot of an
+        operand at its last use when the type matches, else a new slot."""
+        if self._target is not None and self._target[0] == key and self._target[1].dtype == dtype:
+            t = self._target[1]
+            self._target = None
+            return t
+        for e, op, g in ops:
+            if isinstance(op, Tile) and op.dtype == dtype and op.slots and self.uses.get((e, g), 0) == 1:
+                self.uses[(e, g)] = 0
+                self.memo.pop((e, g), None)
+                return op
+        return self.pool.alloc(dtype)
+
+    def _value(self, e: Expr, guard: tuple, guarded: bool) -> Operand:
+        m = self.mode(e, guarded)
+        if m == "G":
+            return self.gather(e, guard)
+        if isinstance(e, Local):
+            return self.vlocals[e.name]
+        if isinstance(e, Load):
+            acc = self.access(e, guarded)
+            t = self.inputs(e, (acc.base,))
+            assert t is not None
+            return t
+        if isinstance(e, Cast):
+            return self.cast(e, guard)
+        if isinstance(e, Select):
+            return self.select(e, guard)
+        if isinstance(e, Call):
+            if len(e.args) == 1:
+                return self.unary(e, guard)
+            return self.binary(e, guard)
+        raise Unsupported(f"internal: cannot vectorise {type(e).__name__}")
+
+    # ---- casts ---------------------------------------------------------------------------------------
+    def cast(self, e: Cast, guard: tuple) -> Operand:
+        if e.x.dtype == "bool":
+            return self.select(Select(e.x, Const(1.0, e.dtype), Const(0.0, e.dtype), e.dtype), guard)
+        x = self.use(e.x, guard)
+        xt = self.tile_of(e.x, x)
+        out = self._dst((e, guard), e.dtype, *([(e.x, x, guard)] if SIZE[e.dtype] == SIZE[e.x.dtype] else []))
+        self.cast_into(out, xt)
+        if xt is not x:
+            self.pool.release(xt)
+        if out is not x:
+            self.done(e.x, x, guard)
+        return out
+
+    def cast_into(self, out: Tile, x: Tile) -> None:
+        s, d = x.dtype, out.dtype
+        n = self.dom.count
+        mode = _cast_mode(s, d)
+        if mode is None:  # two steps through float
+            mid = self.pool.alloc("float32")
+            self.src(f"Cast({mid.name}, {x.name}, RoundMode::{_cast_mode(s, 'float32')}, {n});")
+            self.src(f"Cast({out.name}, {mid.name}, RoundMode::{_cast_mode('float32', d)}, {n});")
+            self.pool.release(mid)
+        else:
+            self.src(f"Cast({out.name}, {x.name}, RoundMode::{mode}, {n});")
+
+    # ---- unary functions -----------------------------------------------------------------------------
+    def unary(self, e: Call, guard: tuple) -> Operand:
+        (a,) = e.args
+        x = self.use(a, guard)
+        xt = self.tile_of(a, x)
+        dt = e.dtype
+        if dt == "float16" and e.fn in ("sigmoid", "tanh", "erf", "erfc", "expm1", "log1p", "floor", "ceil",
+                                         "trunc", "round"):
+            # composed functions run in float32 and round once
+            wide = self.pool.alloc("float32")
+            self.cast_into(wide, xt)
+            res = self.pool.alloc("float32")
+            self.compose(e.fn, res, wide)
+            self.pool.release(wide)
+            out = self._dst((e, guard), dt, (a, x, guard)) if xt is x else xt
+            self.cast_into(out, res)
+            self.pool.release(res)
+        else:
+            out = self._dst((e, guard), dt, (a, x, guard)) if xt is x else xt
+            if e.fn in DIRECT_UNARY:
+                self.src(f"{DIRECT_UNARY[e.fn]}({out.name}, {xt.name}, {self.dom.count});")
+            else:
+                self.compose(e.fn, out, xt)
+        if out is not x:
+            self.done(a, x, guard)
+        return out
+
+    def compose(self, fn: str, out: Tile, x: Tile) -> None:
+        """`out = fn(x)` from vector instructions (`out` may be `x`)."""
+        n, src, dt = self.dom.count, self.src, out.dtype
+        s = lambda v: vec_scalar(float_lit(v), dt)  # noqa: E731
+        if fn == "neg":
+            src(f"Muls({out.name}, {x.name}, {s(-1.0)}, {n});")
+        elif fn == "exp2":
+            src(f"Muls({out.name}, {x.name}, {s(0.6931471805599453)}, {n});")
+            src(f"Exp({out.name}, {out.name}, {n});")
+        elif fn in ("log2", "log10"):
+            src(f"Ln({out.name}, {x.name}, {n});")
+            src(f"Muls({out.name}, {out.name}, {s(1.4426950408889634 if fn == 'log2' else 0.4342944819032518)}, {n});")
+        elif fn == "log1p":
+            src(f"Adds({out.name}, {x.name}, {s(1.0)}, {n});")
+            src(f"Ln({out.name}, {out.name}, {n});")
+        elif fn == "expm1":
+            src(f"Exp({out.name}, {x.name}, {n});")
+            src(f"Adds({out.name}, {out.name}, {s(-1.0)}, {n});")
+        elif fn == "sigmoid":  # 1 / (1 + exp(-x))
+            src(f"Muls({out.name}, {x.name}, {s(-1.0)}, {n});")
+            src(f"Exp({out.name}, {out.name}, {n});")
+            src(f"Adds({out.name}, {out.name}, {s(1.0)}, {n});")
+            src(f"Reciprocal({out.name}, {out.name}, {n});")
+        elif fn == "tanh":  # (e - 1) / (e + 1), e = exp(2 min(max(x, -9), 9)); tanh(+-9) rounds to +-1
+            t = self.pool.alloc(dt)
+            src(f"Maxs({out.name}, {x.name}, {s(-9.0)}, {n});")
+            src(f"Mins({out.name}, {out.name}, {s(9.0)}, {n});")
+            src(f"Muls({out.name}, {out.name}, {s(2.0)}, {n});")
+            src(f"Exp({out.name}, {out.name}, {n});")
+            src(f"Adds({t.name}, {out.name}, {s(1.0)}, {n});")
+            src(f"Adds({out.name}, {out.name}, {s(-1.0)}, {n});")
+            src(f"Div({out.name}, {out.name}, {t.name}, {n});")
+            self.pool.release(t)
+        elif fn in ("erf", "erfc"):
+            self.erf(out, x, fn == "erfc")
+        elif fn in ROUND:
+            if dt != "float32":
+                raise Unsupported(f"internal: {fn} on {dt} must be widened first")
+            src(f"Cast({out.name}, {x.name}, RoundMode::{ROUND[fn]}, {n});")
+        else:
+            raise Unsupported(f"the ascend backend has no vector form of {fn}",
+                              hint="supported: exp log sqrt rsqrt reciprocal abs neg sigmoid tanh erf erfc exp2 "
+                                   "log2 log10 expm1 log1p floor ceil trunc round")
+
+    def erf(self, out: Tile, x: Tile, complement: bool) -> None:
+        """A&S 7.1.26 on |x|, then the sign of x through a Compares mask."""
+        n, src = self.dom.count, self.src
+        f = lambda v: float_lit(v)  # noqa: E731
+        ax, t, p, e = (self.pool.alloc("float32") for _ in range(4))
+        mask = self.pool.alloc("uint8")
+        src(f"Abs({ax.name}, {x.name}, {n});")
+        src(f"Muls({t.name}, {ax.name}, {f(ERF_P)}, {n});")
+        src(f"Adds({t.name}, {t.name}, {f(1.0)}, {n});")
+        src(f"Reciprocal({t.name}, {t.name}, {n});")
+        src(f"Muls({p.name}, {t.name}, {f(ERF_A[4])}, {n});")
+        for c in reversed(ERF_A[:4]):
+            src(f"Adds({p.name}, {p.name}, {f(c)}, {n});")
+            src(f"Mul({p.name}, {p.name}, {t.name}, {n});")
+        src(f"Mul({e.name}, {ax.name}, {ax.name}, {n});")
+        src(f"Muls({e.name}, {e.name}, {f(-1.0)}, {n});")
+        src(f"Exp({e.name}, {e.name}, {n});")
+        src(f"Mul({p.name}, {p.name}, {e.name}, {n});")          # 1 - erf(|x|)
+        src(f"Muls({t.name}, {p.name}, {f(-1.0)}, {n});")
+        src(f"Adds({t.name}, {t.name}, {f(1.0)}, {n});")         # erf(|x|)
+        src(f"Muls({e.name}, {t.name}, {f(-1.0)}, {n});")        # -erf(|x|)
+        self.features.select = True
+        src(f"Compares({mask.name}, {x.name}, {f(0.0)}, CMPMODE::GE, XbAlign({n}, 64));")
+        if complement:  # erfc(x) = 1 - erf(x)
+            src(f"Select({ax.name}, {mask.name}, {t.name}, {e.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, {n});")
+            src(f"Muls({out.name}, {ax.name}, {f(-1.0)}, {n});")
+            src(f"Adds({out.name}, {out.name}, {f(1.0)}, {n});")
+        else:
+            src(f"Select({out.name}, {mask.name}, {t.name}, {e.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, {n});")
+        for tmp in (ax, t, p, e, mask):
+            self.pool.release(tmp)
+
+    # ---- binary functions ----------------------------------------------------------------------------
+    def binary(self, e: Call, guard: tuple) -> Operand:
+        a_e, b_e = e.args
+        if e.fn == "pow":
+            return self.power(e, guard)
+        a, b = self.use(a_e, guard), self.use(b_e, guard)
+        dt, n, fn = e.dtype, self.dom.count, e.fn
+        out: Tile
+        if isinstance(a, Tile) and isinstance(b, Tile):
+            out = self._dst((e, guard), dt, (a_e, a, guard), (b_e, b, guard))
+            self.src(f"{BINARY[fn]}({out.name}, {a.name}, {b.name}, {n});")
+        elif isinstance(a, Tile) or fn in SCALAR_FORM:
+            t, s = (a, b) if isinstance(a, Tile) else (b, a)
+            te = a_e if isinstance(a, Tile) else b_e
+            out = self._dst((e, guard), dt, (te, t, guard))
+            if fn in SCALAR_FORM:
+                self.src(f"{SCALAR_FORM[fn]}({out.name}, {t.name}, {vec_scalar(s.code, dt)}, {n});")
+            elif fn == "sub":
+                self.src(f"Adds({out.name}, {t.name}, {vec_scalar(f'-({s.code})', dt)}, {n});")
+            elif fn == "div":
+                self.src(f"Muls({out.name}, {t.name}, {vec_scalar(f'1.0f / ({s.code})', dt)}, {n});")
+            else:
+                raise Unsupported(f"internal: no scalar form for {fn}")
+        else:  # scalar op tensor, not commutative: s - t, s / t
+            t = b
+            out = self._dst((e, guard), dt, (b_e, t, guard))
+            if fn == "sub":
+                self.src(f"Muls({out.name}, {t.name}, {vec_scalar('-1.0f', dt) if dt != 'int32' else '-1'}, {n});")
+                self.src(f"Adds({out.name}, {out.name}, {vec_scalar(a.code, dt)}, {n});")
+            elif fn == "div":
+                st = self.tile_of(a_e, a)
+                self.src(f"Div({out.name}, {st.name}, {t.name}, {n});")
+                self.pool.release(st)
+            else:
+                raise Unsupported(f"internal: no scalar form for {fn}")
+        for x_e, x in ((a_e, a), (b_e, b)):
+            if x is not out:
+                self.done(x_e, x, guard)
+        return out
+
+    def power(self, e: Call, guard: tuple) -> Operand:
+        base_e, exp_e = e.args
+        dt, n = e.dtype, self.dom.count
+        x = self.use(base_e, guard)
+        xt = self.tile_of(base_e, x)
+        k = exp_e.value if isinstance(exp_e, Const) else None
+        out = self._dst((e, guard), dt)
+        if k is not None and float(k) == int(k) and 1 <= int(k) <= 4:
+            self.src(f"Muls({out.name}, {xt.name}, {vec_scalar('1.0f', dt)}, {n});")
+            for _ in range(int(k) - 1):
+                self.src(f"Mul({out.name}, {out.name}, {xt.name}, {n});")
+        elif k == 0.5:
+            self.src(f"Sqrt({out.name}, {xt.name}, {n});")
+        elif k == -0.5:
+            self.src(f"Rsqrt({out.name}, {xt.name}, {n});")
+        elif k == -1:
+            self.src(f"Reciprocal({out.name}, {xt.name}, {n});")
+        elif k == 0:
+            self.src(f"Duplicate({out.name}, {vec_scalar('1.0f', dt)}, {n});")
+        else:  # exp(y * ln(x)) for x > 0
+            self.src(f"Ln({out.name}, {xt.name}, {n});")
+            y = self.use(exp_e, guard)
+            if isinstance(y, Tile):
+                self.src(f"Mul({out.name}, {out.name}, {y.name}, {n});")
+            else:
+                self.src(f"Muls({out.name}, {out.name}, {vec_scalar(y.code, dt)}, {n});")
+            self.done(exp_e, y, guard)
+            self.src(f"Exp({out.name}, {out.name}, {n});")
+        if xt is not x:
+            self.pool.release(xt)
+        self.done(base_e, x, guard)
+        return out
+
+    # ---- selects -------------------------------------------------------------------------------------
+    def mask(self, c: Expr, guard: tuple, dtype: str) -> tuple[Tile, bool]:
+        """A Compare mask for condition `c` over the tile; the flag says whether set bits mean True."""
+        n = self.dom.count
+        per = 256 // SIZE[dtype]
+        form = self._cond_form(c, bool(guard))
+        m = self.pool.alloc("uint8")
+        del per
+        if form is not None and form[0] == "cmp":
+            _, mode, x_e, y_e = form
+            x, y = self.use(x_e, guard), self.use(y_e, guard)
+            rep = 256 // SIZE[x_e.dtype]
+            if isinstance(x, Tile) and isinstance(y, Tile):
+                self.src(f"Compare({m.name}, {x.name}, {y.name}, CMPMODE::{mode}, XbAlign({n}, {rep}));")
+            else:
+                t, s = (x, y) if isinstance(x, Tile) else (y, x)
+                if t is y:
+                    mode = SWAP[mode]
+                self.src(f"Compares({m.name}, {t.name}, {vec_scalar(s.code, x_e.dtype)}, CMPMODE::{mode}, "
+                         f"XbAlign({n}, {rep}));")
+            self.done(x_e, x, guard)
+            self.done(y_e, y, guard)
+            return m, True
+        if form is not None and form[0] == "ramp":
+            _, mode, a, rest = form
+            self.features.ramp = True
+            r = self.sw.expr(rest, self.scope, self.src)
+            thr = f"static_cast<float>(-(int64_t({a}) * {self.dom.v0} + ({r})))"
+            ramp = self.ramp_name
+            if a != 1:
+                t = self.pool.alloc("float32")
+                self.src(f"Muls({t.name}, {ramp}, {float_lit(a)}, XbAlign({n}, 64));")
+                ramp = t.name
+                self.pool.release(t)
+            self.src(f"Compares({m.name}, {ramp}, {thr}, CMPMODE::{mode}, XbAlign({n}, 64));")
+            return m, True
+        # anything else: the condition as a 0/1 float tile from the scalar unit
+        g = self.gather(Select(c, Const(1.0, "float32"), Const(0.0, "float32"), "float32"), guard)
+        self.src(f"Compares({m.name}, {g.name}, 0.5f, CMPMODE::GT, XbAlign({n}, 64));")
+        self.pool.release(g)
+        return m, True
+
+    def select(self, e: Select, guard: tuple) -> Operand:
+        n, dt = self.dom.count, e.dtype
+        if not self.depends(e.cond):
+            # a uniform condition picks one of two tiles (both computed; loads in them were proven in bounds)
+            c = self.sw.expr(e.cond, self.scope, self.src)
+            a = self.tile_of(e.a, self.use(e.a, guard + ((e.cond, True),)))
+            b = self.tile_of(e.b, self.use(e.b, guard + ((e.cond, False),)))
+            out = self._dst((e, guard), dt)
+            per = 32 // SIZE[dt]
+            self.src(f"DataCopy({out.name}, ({c}) ? {a.name} : {b.name}, XbAlign({n}, {per}));")
+            self._release_branch(e.a, a, guard + ((e.cond, True),))
+            self._release_branch(e.b, b, guard + ((e.cond, False),))
+            return out
+        self.features.select = True
+        m, _ = self.mask(e.cond, guard, dt)
+        ga, gb = guard + ((e.cond, True),), guard + ((e.cond, False),)
+        a, b = self.use(e.a, ga), self.use(e.b, gb)
+        out = self._dst((e, guard), dt)
+        if isinstance(a, Tile) and isinstance(b, Tile):
+            self.src(f"Select({out.name}, {m.name}, {a.name}, {b.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, {n});")
+        elif isinstance(a, Tile):
+            self.src(f"Select({out.name}, {m.name}, {a.name}, {vec_scalar(b.code, dt)}, "
+                     f"SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});")
+        else:
+            bt = self.tile_of(e.b, b)
+            tmp = self.pool.alloc(dt)
+            self.src(f"Duplicate({tmp.name}, {vec_scalar(a.code, dt)}, {n});")
+            self.src(f"Select({out.name}, {m.name}, {tmp.name}, {bt.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, {n});")
+            self.pool.release(tmp)
+            if bt is not b:
+                self.pool.release(bt)
+        self.pool.release(m)
+        self._release_branch(e.a, a, ga)
+        self._release_branch(e.b, b, gb)
+        return out
+
+    def _release_branch(self, e: Expr, op: Operand, guard: tuple) -> None:
+        if isinstance(op, Tile) and (e, guard) not in self.uses and op.slots:
+            self.pool.release(op)
+        else:
+            self.done(e, op, guard)
+
+    # ---- the scalar path -----------------------------------------------------------------------------
+    def gather(self, e: Expr, guard: tuple) -> Tile:
+        """Compute `e` element by element on the scalar unit into a tile."""
+        if not self.gatherable(e) and not isinstance(e, (Load, Idx)):
+            raise Unsupported(f"the ascend backend cannot evaluate {e} element by element (it needs the vector "
+                              "unit for its math, but its indexing needs the scalar unit)")
+        dt = "float32" if e.dtype == "bool" else e.dtype
+        store = "uint8" if e.dtype == "bool" else dt
+        t = self.pool.alloc(store)
+        self._gid += 1
+        self.features.gathers.append(str(e) if len(str(e)) < 120 else str(e)[:117] + "...")
+        src = self.src
+        k = f"k{self._gid}"
+        src("XbSync<HardEvent::V_S>();")
+        with src.block(f"for (uint32_t {k} = 0; {k} < {self.dom.count}; ++{k})"):
+            scope = self.scope.child()
+            flat = f"f{self._gid}"
+            src(f"const int64_t {flat} = int64_t({self.dom.v0}) + {k};")
+            rem = flat
+            axes = [a for a in self.dom.axes]
+            for i, a in enumerate(axes):
+                inner = 1
+                for b in axes[i + 1:]:
+                    inner *= b.extent
+                name = f"{a.name}_{self._gid}"
+                if a.extent == 1:
+                    src(f"const int64_t {name} = 0;")
+                elif i == 0:
+                    src(f"const int64_t {name} = {rem} / {inner};" if inner > 1 else f"const int64_t {name} = {rem};")
+                else:
+                    src(f"const int64_t {name} = ({rem} / {inner}) % {a.extent};" if inner > 1
+                        else f"const int64_t {name} = {rem} % {a.extent};")
+                scope.idx[a.name] = name
+                scope.ranges[a.name] = (0, a.extent - 1)
+            for name, tile in self.vlocals.items():
+                conv = "static_cast<float>" if tile.dtype in ("float16", "bfloat16") else ""
+                scope.locals[name] = f"{conv}({tile.name}.GetValue({k}))"
+            cond = None
+            if guard:
+                parts = []
+                for c, pol in guard:
+                    cc = self.sw.expr(c, scope, None, lazy=True)
+                    parts.append(cc if pol else f"!({cc})")
+                cond = " && ".join(parts)
+            val = self.sw.expr(e, scope, None if cond else src, lazy=bool(cond))
+            if cond:
+                zero = "0" if not is_float(dt) else "0.0f"
+                val = f"(({cond}) ? ({val}) : {zero})"
+            if e.dtype == "bool":
+                val = f"static_cast<uint8_t>({val})"
+            elif e.dtype in ("float16", "bfloat16"):
+                val = f"static_cast<{CTYPE[e.dtype]}>({val})"
+            src(f"{t.name}.SetValue({k}, {val});")
+        src("XbSync<HardEvent::S_V>();")
+        return t
+
+
+def _cast_mode(s: str, d: str) -> str | None:
+    table = {("float16", "float32"): "CAST_NONE", ("float32", "float16"): "CAST_RINT",
+             ("bfloat16", "float32"): "CAST_NONE", ("float32", "bfloat16"): "CAST_RINT",
+             ("int32", "float32"): "CAST_RINT", ("float32", "int32"): "CAST_TRUNC",
+             ("float16", "int32"): "CAST_TRUNC", ("int16", "float32"): "CAST_NONE",
+             ("float16", "int8"): "CAST_TRUNC", ("float16", "uint8"): "CAST_TRUNC",
+             ("int8", "float16"): "CAST_NONE", ("uint8", "float16"): "CAST_NONE"}
+    return table.get((s, d))
+
+
+def _cast_ok(s: str, d: str) -> bool:
+    if s == d:
+        return True
+    if _cast_mode(s, d) is not None:
+        return True
+    return _cast_mode(s, "float32") is not None and _cast_mode("float32", d) is not None
+
+
+def index_dtype_ok(e: Expr) -> bool:
+    return e.dtype != INDEX
