@@ -32,13 +32,17 @@ def tensor(shapes: ShapeSet, dtype: str, shape: Sequence[int], *key, low: float 
            ints: tuple[int, int] = (-20, 20), avoid: Sequence[float] = (), margin: float = 0.05) -> np.ndarray:
     """Deterministic random values of `dtype` and `shape`: uniform in [low, high) for floats, integers in
     [ints[0], ints[1]) for integer types, fair coins for bool. `avoid`: points (kinks, poles) kept at least
-    `margin` away, so finite differences and low-precision rounding do not straddle them."""
+    `margin` away, so finite differences and low-precision rounding do not straddle them; for integers,
+    avoiding 0 turns zeros into ones (divisors)."""
     rng = shapes.rng(*key, tuple(shape), dtype)
     shape = tuple(int(s) for s in shape)
     if dtype == "bool":
         return rng.random(shape) < 0.5
     if is_int(dtype):
-        return rng.integers(ints[0], ints[1], size=shape).astype(to_numpy(dtype))
+        v = rng.integers(ints[0], ints[1], size=shape)
+        if 0.0 in avoid:
+            v = np.where(v == 0, 1, v)
+        return v.astype(to_numpy(dtype))
     x = rng.uniform(low, high, size=shape)
     for p in avoid:
         near = np.abs(x - p) < margin
@@ -189,4 +193,315 @@ def only_float(g: Gen) -> Gen:
     def gen(dtype: str, shapes: ShapeSet) -> Iterable[Sample]:
         if is_float(dtype):
             yield from g(dtype, shapes)
+    return gen
+
+
+# ---- generators for matmul, convolution, pooling, resampling, padding, indexing, embedding, attention,
+# sorting, shape and fused operators -----------------------------------------------------------------------
+
+def custom(build: Callable) -> Gen:
+    """A generator from `build(T, shapes, dtype)`, where `T(shape, *key, low=, high=, ints=)` draws a tensor of
+    the dtype under test, deterministically (keyed by the builder's name and `key`)."""
+    def gen(dtype: str, shapes: ShapeSet) -> Iterable[Sample]:
+        def T(shape, *key, **kw):
+            return tensor(shapes, dtype, shape, build.__name__, *key, **kw)
+        yield from build(T, shapes, dtype)
+    gen.__name__ = gen.__qualname__ = build.__name__
+    gen.__doc__ = build.__doc__
+    return gen
+
+
+def _tiny(shapes: ShapeSet) -> bool:
+    return shapes.name == "tiny"
+
+
+def _mats(shapes: ShapeSet):
+    return shapes.matrix
+
+
+@custom
+def mm_cases(T, shapes, dtype):
+    """[M, K] @ [K, N] over the matrix shapes; a non-contiguous pair and an empty M."""
+    for m, k, n in _mats(shapes):
+        yield Sample((T((m, k), "a"), T((k, n), "b")), note=f"{m}x{k}x{n}")
+    m, k, n = _mats(shapes)[-1]
+    if shapes.noncontig:
+        yield Sample((noncontig(T((m, k), "nc")), noncontig(T((k, n), "nc2"))), note="non-contiguous")
+    if shapes.empty:
+        yield Sample((T((0, k), "e"), T((k, n), "e2")), note="empty M")
+
+
+@custom
+def bmm_cases(T, shapes, dtype):
+    """[B, M, K] @ [B, K, N]."""
+    b = 2 if _tiny(shapes) else 3
+    for m, k, n in _mats(shapes):
+        yield Sample((T((b, m, k), "a"), T((b, k, n), "b")), note=f"{b}x{m}x{k}x{n}")
+
+
+@custom
+def mv_cases(T, shapes, dtype):
+    """[M, K] @ [K]."""
+    for m, k, _ in _mats(shapes):
+        yield Sample((T((m, k), "a"), T((k,), "v")), note=f"{m}x{k}")
+
+
+@custom
+def dot_cases(T, shapes, dtype):
+    """Two vectors of one length."""
+    for _, k, _ in _mats(shapes):
+        yield Sample((T((k,), "a"), T((k,), "b")), note=f"{k}")
+    if shapes.noncontig:
+        yield Sample((T((18,), "nc")[::2], T((27,), "nc2")[::3]), note="strided")
+
+
+@custom
+def outer_cases(T, shapes, dtype):
+    """Two vectors."""
+    for m, _, n in _mats(shapes):
+        yield Sample((T((m,), "a"), T((n,), "b")), note=f"{m}x{n}")
+
+
+def _beta_alpha(shapes):
+    return ({},) if _tiny(shapes) else ({}, {"beta": 0.5, "alpha": -2.0}, {"beta": 0.0, "alpha": 1.5})
+
+
+@custom
+def addmm_cases(T, shapes, dtype):
+    """beta * input + alpha * (mat1 @ mat2): a full input, a broadcast row, and beta/alpha variants."""
+    for j, kw in enumerate(_beta_alpha(shapes)):
+        for m, k, n in _mats(shapes):
+            yield Sample((T((m, n), "i", j), T((m, k), "a", j), T((k, n), "b", j)), kw, note=f"{m}x{k}x{n} {kw}")
+    m, k, n = _mats(shapes)[-1]
+    yield Sample((T((n,), "row"), T((m, k), "a"), T((k, n), "b")), note="broadcast input row")
+
+
+@custom
+def addmv_cases(T, shapes, dtype):
+    for j, kw in enumerate(_beta_alpha(shapes)):
+        for m, k, _ in _mats(shapes):
+            yield Sample((T((m,), "i", j), T((m, k), "a", j), T((k,), "v", j)), kw, note=f"{m}x{k} {kw}")
+
+
+@custom
+def addr_cases(T, shapes, dtype):
+    for j, kw in enumerate(_beta_alpha(shapes)):
+        for m, _, n in _mats(shapes):
+            yield Sample((T((m, n), "i", j), T((m,), "a", j), T((n,), "b", j)), kw, note=f"{m}x{n} {kw}")
+
+
+@custom
+def baddbmm_cases(T, shapes, dtype):
+    b = 2 if _tiny(shapes) else 3
+    for j, kw in enumerate(_beta_alpha(shapes)):
+        for m, k, n in _mats(shapes):
+            yield Sample((T((b, m, n), "i", j), T((b, m, k), "a", j), T((b, k, n), "b", j)), kw,
+                         note=f"{b}x{m}x{k}x{n} {kw}")
+
+
+@custom
+def addbmm_cases(T, shapes, dtype):
+    b = 2 if _tiny(shapes) else 3
+    for j, kw in enumerate(_beta_alpha(shapes)):
+        for m, k, n in _mats(shapes):
+            yield Sample((T((m, n), "i", j), T((b, m, k), "a", j), T((b, k, n), "b", j)), kw,
+                         note=f"{b}x{m}x{k}x{n} {kw}")
+
+
+@custom
+def linear_cases(T, shapes, dtype):
+    """input [..., in] with weight [out, in], with and without bias."""
+    for m, k, n in _mats(shapes):
+        yield Sample((T((m, k), "x"), T((n, k), "w"), T((n,), "b")), note=f"{m}x{k}->{n}")
+    m, k, n = _mats(shapes)[-1]
+    yield Sample((T((2, m, k), "x3"), T((n, k), "w3")), note="3-D input, no bias")
+
+
+@custom
+def bilinear_cases(T, shapes, dtype):
+    sizes = ((3, 4, 5, 2),) if _tiny(shapes) else ((3, 4, 5, 2), (17, 8, 6, 5))
+    for n, i, j, o in sizes:
+        yield Sample((T((n, i), "a"), T((n, j), "b"), T((o, i, j), "w"), T((o,), "bias")), note=f"{n} {i}x{j}->{o}")
+    yield Sample((T((2, 3, 4), "a3"), T((2, 3, 5), "b3"), T((2, 4, 5), "w3")), note="3-D inputs, no bias")
+
+
+@custom
+def kron_cases(T, shapes, dtype):
+    yield Sample((T((2, 3), "a"), T((3, 2), "b")), note="2-D x 2-D")
+    if not _tiny(shapes):
+        yield Sample((T((4,), "a1"), T((2, 5), "b1")), note="1-D x 2-D")
+        yield Sample((T((2, 1, 3), "a3"), T((3, 2, 2), "b3")), note="3-D x 3-D")
+
+
+@custom
+def grouped_mm_cases(T, shapes, dtype):
+    """The four layouts of torch._grouped_mm; offs are cumulative group ends (int32)."""
+    yield Sample((T((8, 4), "a"), T((3, 4, 6), "b"), np.array([3, 5, 8], np.int32)), note="2-D x 3-D")
+    yield Sample((T((5, 12), "a2"), T((12, 6), "b2"), np.array([4, 8, 12], np.int32)), note="2-D x 2-D (split K)")
+    yield Sample((T((3, 5, 4), "a3"), T((4, 9), "b3"), np.array([2, 6, 9], np.int32)), note="3-D x 2-D (split N)")
+    if not _tiny(shapes):
+        yield Sample((T((2, 5, 4), "a4"), T((2, 4, 6), "b4")), note="3-D x 3-D (batched)")
+        yield Sample((T((8, 4), "a5"), T((2, 4, 6), "b5"), np.array([2, 5], np.int32)),
+                     note="rows past the last offset")
+
+
+# convolution --------------------------------------------------------------------------------------------
+
+def _images(shapes: ShapeSet):
+    return shapes.image
+
+
+def conv_cases(nd: int) -> Gen:
+    """conv{nd}d(input, weight, bias, stride=, padding=, dilation=, groups=) over the image shapes (their last
+    nd dims), with strided, padded, dilated and grouped variants."""
+    @custom
+    def conv(T, shapes, dtype):
+        for n, c, h, w in _images(shapes):
+            spatial = ((w,), (h, w), (3, h, w))[nd - 1]
+            k = 3 if min(spatial) >= 3 else 2
+            yield Sample((T((n, c) + spatial, "x"), T((4, c) + (k,) * nd, "w"), T((4,), "b")),
+                         note=f"{(n, c) + spatial} k{k}")
+        n, c, h, w = _images(shapes)[-1]
+        spatial = ((w,), (h, w), (3, h, w))[nd - 1]
+        x = T((n, 4) + spatial, "xv")
+        variants = [dict(stride=2, padding=1), dict(padding=2, dilation=2), dict(groups=2, padding="same")]
+        for j, kw in enumerate(variants[:1] if _tiny(shapes) else variants):
+            cg = 4 // kw.get("groups", 1)
+            yield Sample((x, T((6, cg) + (2,) * nd, "wv", j)), kw, note=str(kw))
+    conv.__name__ = f"conv{nd}d_cases"
+    return conv
+
+
+def conv_transpose_cases(nd: int) -> Gen:
+    """conv_transpose{nd}d(input, weight [in, out / groups, k...], bias, stride, padding, output_padding, groups,
+    dilation)."""
+    @custom
+    def convt(T, shapes, dtype):
+        for n, c, h, w in _images(shapes):
+            spatial = ((w,), (h, w), (2, h, w))[nd - 1]
+            yield Sample((T((n, c) + spatial, "x"), T((c, 3) + (3,) * nd, "w"), T((3,), "b")),
+                         note=f"{(n, c) + spatial}")
+        n, c, h, w = _images(shapes)[-1]
+        spatial = ((w,), (h, w), (2, h, w))[nd - 1]
+        x = T((n, 4) + spatial, "xv")
+        variants = [dict(stride=2, padding=1, output_padding=1), dict(groups=2, dilation=2),
+                    dict(stride=3, padding=2)]
+        for j, kw in enumerate(variants[:1] if _tiny(shapes) else variants):
+            yield Sample((x, T((4, 2) + (3,) * nd, "wv", j)), kw, note=str(kw))
+    convt.__name__ = f"conv_transpose{nd}d_cases"
+    return convt
+
+
+@custom
+def depthwise_cases(T, shapes, dtype):
+    """_conv_depthwise2d(self, weight [C * m, 1, kH, kW], kernel_size, bias, stride, padding, dilation)."""
+    for n, c, h, w in _images(shapes):
+        yield Sample((T((n, c, h, w), "x"), T((2 * c, 1, 3, 3), "w"), (3, 3), T((2 * c,), "b"), (1, 1), (1, 1),
+                      (1, 1)), note=f"{(n, c, h, w)}")
+    n, c, h, w = _images(shapes)[-1]
+    yield Sample((T((n, c, h, w), "x2"), T((c, 1, 2, 3), "w2"), (2, 3), None, (2, 1), (1, 0), (1, 2)),
+                 note="strided, dilated, no bias")
+
+
+@custom
+def im2col_cases(T, shapes, dtype):
+    """im2col(input, kernel_size, dilation, padding, stride)."""
+    for n, c, h, w in _images(shapes):
+        yield Sample((T((n, c, h, w), "x"), (2, 3), 1, 0, 1), note=f"{(n, c, h, w)}")
+    n, c, h, w = _images(shapes)[-1]
+    yield Sample((T((n, c, h, w), "x2"), 3, 2, 1, 2), note="dilated, padded, strided")
+
+
+@custom
+def col2im_cases(T, shapes, dtype):
+    """col2im(input [N, C * kH * kW, L], output_size, kernel_size, dilation, padding, stride)."""
+    for n, c, h, w in _images(shapes):
+        blocks = (h - 1) * (w - 2)
+        yield Sample((T((n, c * 6, blocks), "x"), (h, w), (2, 3), 1, 0, 1), note=f"{(n, c, h, w)}")
+    n, c, h, w = _images(shapes)[-1]
+    oh, ow = (h + 2 - 4 - 1) // 2 + 1, (w + 2 - 4 - 1) // 2 + 1
+    yield Sample((T((n, c * 9, oh * ow), "x2"), (h, w), 3, 2, 1, 2), note="dilated, padded, strided")
+
+
+# pooling ------------------------------------------------------------------------------------------------
+
+def pool_cases(nd: int, kind: str) -> Gen:
+    """Pooling over the image shapes' last nd dims: kind "max" (kernel, stride, padding, dilation, ceil_mode)
+    or "avg" (kernel, stride, padding, ceil_mode, count_include_pad[, divisor_override])."""
+    @custom
+    def pool(T, shapes, dtype):
+        for n, c, h, w in _images(shapes):
+            spatial = ((w,), (h, w), (3, h, w))[nd - 1]
+            yield Sample((T((n, c) + spatial, "x"), 2), note=f"{(n, c) + spatial} k2")
+        n, c, h, w = _images(shapes)[-1]
+        spatial = ((w,), (h, w), (3, h, w))[nd - 1]
+        x = T((n, c) + spatial, "xv")
+        if kind == "max":
+            variants = [dict(stride=2, padding=1, ceil_mode=True), dict(stride=1, padding=1, dilation=2),
+                        dict(stride=2, padding=1)]
+        else:
+            variants = [dict(stride=2, padding=1, ceil_mode=True), dict(stride=2, padding=1, count_include_pad=False),
+                        dict(stride=1, padding=1, ceil_mode=True, count_include_pad=False)]
+            if nd >= 2:
+                variants.append(dict(stride=2, divisor_override=3))
+        for kw in variants[:1] if _tiny(shapes) else variants:
+            yield Sample((x, 3), kw, note=str(kw))
+    pool.__name__ = f"{kind}_pool{nd}d_cases"
+    return pool
+
+
+def adaptive_cases(nd: int) -> Gen:
+    """Adaptive pooling to sizes that divide the input, that do not, and that are larger than it."""
+    @custom
+    def adaptive(T, shapes, dtype):
+        for n, c, h, w in _images(shapes):
+            spatial = ((w,), (h, w), (3, h, w))[nd - 1]
+            for out in ((1,) * nd, tuple(max(1, (s + 1) // 2) for s in spatial), tuple(s + 1 for s in spatial)):
+                yield Sample((T((n, c) + spatial, "x", out), out), note=f"{(n, c) + spatial} -> {out}")
+    adaptive.__name__ = f"adaptive_pool{nd}d_cases"
+    return adaptive
+
+
+@custom
+def max_unpool2d_cases(T, shapes, dtype):
+    """max_unpool2d(self, indices, output_size) with the indices of a 2x2 max pool over distinct values."""
+    for n, c, h, w in _images(shapes):
+        oh, ow = h // 2, w // 2
+        rng = shapes.rng("max_unpool2d", n, c, h, w)
+        r, s = rng.integers(0, 2, (n, c, oh, ow)), rng.integers(0, 2, (n, c, oh, ow))
+        idx = ((np.arange(oh)[:, None] * 2 + r) * w + (np.arange(ow)[None, :] * 2 + s)).astype(np.int64)
+        yield Sample((T((n, c, oh, ow), "v"), idx, (h, w)), note=f"{(n, c, h, w)}")
+
+
+def nary(*ranges: tuple[float, float], kwargs: Sequence[dict] = ({},), avoid: Sequence[Sequence[float]] = (),
+         ints: Sequence[tuple[int, int]] = (), special_values: bool = False,
+         broadcast: Sequence[Sequence[tuple[int, ...]]] = (((4, 1, 9), (1, 3, 9), (9,)), ((5, 1), (1, 6), ())),
+         ) -> Gen:
+    """len(ranges) tensor arguments, the i-th uniform in ranges[i] (integers in ints[i]; `avoid[i]` as in
+    `tensor`): every pointwise shape for all, broadcast triples (cut to the arity), a non-contiguous set,
+    empty tensors, and (`special_values`) special values in the first argument."""
+    k = len(ranges)
+
+    def gen(dtype: str, shapes: ShapeSet) -> Iterable[Sample]:
+        def t(i, shape, *key):
+            lo, hi = ranges[i]
+            return tensor(shapes, dtype, shape, "nary", i, *key, low=lo, high=hi,
+                          ints=ints[i] if i < len(ints) else (-20, 20), avoid=avoid[i] if i < len(avoid) else ())
+        for j, kw in enumerate(kwargs):
+            pts = shapes.pointwise if j == 0 else shapes.pointwise[-2:]
+            for shape in pts:
+                yield Sample(tuple(t(i, shape, j) for i in range(k)), dict(kw), note=f"{shape}")
+        kw = dict(kwargs[0])
+        for triple in broadcast[: 1 if shapes.name == "tiny" else None]:
+            yield Sample(tuple(t(i, triple[i], "b") for i in range(k)), kw,
+                         note="broadcast " + " ".join(str(s) for s in triple[:k]))
+        if shapes.noncontig:
+            s = _noncontig_shape(shapes)
+            yield Sample(tuple(noncontig(t(i, s, "nc")) for i in range(k)), kw, note="non-contiguous")
+        if shapes.empty:
+            yield Sample(tuple(t(i, (0, 3)) for i in range(k)), kw, note="empty")
+        if shapes.special and special_values and is_float(dtype):
+            sv = special(dtype)
+            yield Sample((sv,) + tuple(t(i, sv.shape, "sv") for i in range(1, k)), kw, note="special values",
+                         grad=False)
     return gen

@@ -6,8 +6,35 @@ import numpy as np
 
 import xbench as xb
 from xbench import Tensor
+from xbench.ops import FLOATS, INTS
+
+from . import _samples as S
 
 register = xb.ops.register
+NUM = FLOATS + INTS
+
+
+def _torch_grouped_mm(torch, mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """torch._grouped_mm spelled with torch.mm per group (PyTorch's CPU kernel wants 16-byte aligned strides
+    and leaves rows past the last offset unwritten; xbench defines those as 0)."""
+    if offs is None:
+        out = torch.bmm(mat_a, mat_b)
+    else:
+        ends = [int(e) for e in offs]
+        starts = [0] + ends[:-1]
+        if mat_a.dim() == 2 and mat_b.dim() == 3:
+            out = torch.zeros(mat_a.shape[0], mat_b.shape[-1], dtype=mat_a.dtype)
+            for g, (s, e) in enumerate(zip(starts, ends)):
+                out[s:e] = mat_a[s:e] @ mat_b[g]
+        elif mat_a.dim() == 2:
+            out = torch.stack([mat_a[:, s:e] @ mat_b[s:e] for s, e in zip(starts, ends)])
+        else:
+            out = torch.zeros(mat_a.shape[1], mat_b.shape[1], dtype=mat_a.dtype)
+            for g, (s, e) in enumerate(zip(starts, ends)):
+                out[:, s:e] = mat_a[g] @ mat_b[:, s:e]
+    if bias is not None:
+        out = out + bias
+    return out
 
 
 def _scaled_sum(input, product, beta, alpha):
@@ -25,7 +52,7 @@ def _need(name: str, t, ndim: int, what: str) -> None:
         raise ValueError(f"{name}: {what} must be {ndim}-D, got shape {tuple(t.shape)}")
 
 
-@register("blas")
+@register("blas", samples=S.mm_cases, torch="torch.mm", grad=True, dtypes=NUM)
 def mm(input: Tensor, mat2: Tensor):
     """input [n, m] @ mat2 [m, p]."""
     _need("mm", input, 2, "input")
@@ -33,7 +60,7 @@ def mm(input: Tensor, mat2: Tensor):
     return input @ mat2
 
 
-@register("blas")
+@register("blas", samples=S.bmm_cases, torch="torch.bmm", grad=True, dtypes=NUM)
 def bmm(input: Tensor, mat2: Tensor):
     """Batched: input [b, n, m] @ mat2 [b, m, p]."""
     _need("bmm", input, 3, "input")
@@ -41,20 +68,20 @@ def bmm(input: Tensor, mat2: Tensor):
     return input @ mat2
 
 
-@register("blas")
+@register("blas", samples=S.chain(S.mm_cases, S.bmm_cases, S.mv_cases), torch="torch.matmul", grad=True, dtypes=NUM)
 def matmul(input: Tensor, other: Tensor):
     """numpy/PyTorch matmul: 1-D operands promoted, batch dims broadcast."""
     return input @ other
 
 
-@register("blas")
+@register("blas", samples=S.linear_cases, torch="torch.nn.functional.linear", grad=True)
 def linear(input: Tensor, weight: Tensor, bias: Tensor = None):
     """input @ weight.T + bias (weight is [out_features, in_features])."""
     out = input @ weight.mT
     return out if bias is None else out + bias
 
 
-@register("blas")
+@register("blas", samples=S.addmm_cases, torch="torch.addmm", grad=True)
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: float = 1):
     """beta * input + alpha * (mat1 @ mat2); `input` broadcasts to [n, p]."""
     _need("addmm", mat1, 2, "mat1")
@@ -62,7 +89,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: flo
     return _scaled_sum(input, mat1 @ mat2, beta, alpha)
 
 
-@register("blas")
+@register("blas", samples=S.addmv_cases, torch="torch.addmv", grad=True)
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, beta: float = 1, alpha: float = 1):
     """beta * input + alpha * (mat @ vec)."""
     _need("addmv", mat, 2, "mat")
@@ -70,7 +97,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, beta: float = 1, alpha: float
     return _scaled_sum(input, mat @ vec, beta, alpha)
 
 
-@register("blas")
+@register("blas", samples=S.mv_cases, torch="torch.mv", grad=True, dtypes=NUM)
 def mv(input: Tensor, vec: Tensor):
     """Matrix [n, m] times vector [m]."""
     _need("mv", input, 2, "input")
@@ -78,7 +105,7 @@ def mv(input: Tensor, vec: Tensor):
     return input @ vec
 
 
-@register("blas")
+@register("blas", samples=S.dot_cases, torch="torch.dot", grad=True, dtypes=NUM)
 def dot(input: Tensor, tensor: Tensor):
     """Inner product of two 1-D tensors of one length (a 0-d result)."""
     _need("dot", input, 1, "input")
@@ -86,7 +113,7 @@ def dot(input: Tensor, tensor: Tensor):
     return xb.dot(input, tensor)
 
 
-@register("blas")
+@register("blas", samples=S.dot_cases, torch="torch.vdot", grad=True, dtypes=NUM)
 def vdot(input: Tensor, other: Tensor):
     """Inner product of two 1-D tensors (the first conjugated; xbench tensors are real, so this is `dot`)."""
     _need("vdot", input, 1, "input")
@@ -94,7 +121,7 @@ def vdot(input: Tensor, other: Tensor):
     return xb.dot(input, other)
 
 
-@register("blas")
+@register("blas", aliases=("ger",), samples=S.outer_cases, torch="torch.outer", grad=True, dtypes=NUM)
 def outer(input: Tensor, vec2: Tensor):
     """Outer product of two vectors: [n] x [m] -> [n, m]."""
     _need("outer", input, 1, "input")
@@ -102,13 +129,13 @@ def outer(input: Tensor, vec2: Tensor):
     return input[:, None] * vec2[None, :]
 
 
-@register("blas")
+@register("blas", samples=S.addr_cases, torch="torch.addr", grad=True)
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, beta: float = 1, alpha: float = 1):
     """beta * input + alpha * outer(vec1, vec2)."""
     return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
 
 
-@register("blas")
+@register("blas", samples=S.baddbmm_cases, torch="torch.baddbmm", grad=True)
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, beta: float = 1, alpha: float = 1):
     """beta * input + alpha * (batch1 @ batch2) over [b, n, m] @ [b, m, p]."""
     _need("baddbmm", batch1, 3, "batch1")
@@ -116,7 +143,7 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, beta: float = 1, alph
     return _scaled_sum(input, batch1 @ batch2, beta, alpha)
 
 
-@register("blas")
+@register("blas", samples=S.addbmm_cases, torch="torch.addbmm", grad=True)
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, beta: float = 1, alpha: float = 1):
     """beta * input + alpha * sum_b (batch1[b] @ batch2[b]): one contraction over the batch and inner axes."""
     _need("addbmm", batch1, 3, "batch1")
@@ -124,7 +151,7 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, beta: float = 1, alpha
     return _scaled_sum(input, xb.einsum("bnm,bmp->np", batch1, batch2), beta, alpha)
 
 
-@register("blas")
+@register("blas", samples=S.bilinear_cases, torch="torch.nn.functional.bilinear", grad=True)
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor = None):
     """y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]."""
     if weight.ndim != 3 or weight.shape[1] != input1.shape[-1] or weight.shape[2] != input2.shape[-1]:
@@ -138,7 +165,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor = None
     return out if bias is None else out + bias
 
 
-@register("blas")
+@register("blas", samples=S.kron_cases, torch="torch.kron", grad=True, dtypes=NUM)
 def kron(input: Tensor, other: Tensor):
     """Kronecker product: out[i * m + k] = input[i] * other[k] along every axis (ranks padded with 1s)."""
     nd = max(input.ndim, other.ndim)
@@ -154,7 +181,9 @@ def _group_of(position, offs):
     return (offs[None, :] <= position[:, None]).astype("int64").sum(axis=1)
 
 
-@register("blas")
+@register("blas", aliases=("grouped_mm",), samples=S.grouped_mm_cases, torch=_torch_grouped_mm,
+          grad=("mat_a", "mat_b", "bias"), dtypes=("float32", "bfloat16", "float64"),
+          notes="rows/columns past the last offset are 0 (PyTorch leaves them unwritten)")
 def _grouped_mm(mat_a: Tensor, mat_b: Tensor, offs: Tensor = None, bias: Tensor = None, out_dtype=None):
     """Grouped GEMM (MoE experts), PyTorch's `torch._grouped_mm`; `offs` [G] holds cumulative group ends.
 

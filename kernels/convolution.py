@@ -10,9 +10,15 @@ import numpy as np
 import xbench as xb
 from xbench import Tensor
 
+from . import _samples as S
 from ._util import pair
 
 register = xb.ops.register
+
+
+def _torch_depthwise(torch, self, weight, kernel_size, bias=None, stride=1, padding=0, dilation=1):
+    """ATen's _conv_depthwise2d has only a CUDA kernel; on the CPU it is conv2d with groups = channels."""
+    return torch.nn.functional.conv2d(self, weight, bias, stride, padding, dilation, groups=self.shape[-3])
 
 
 def _padding(padding, kernel, dilation, stride, nd: int, name: str) -> list[tuple[int, int]]:
@@ -63,25 +69,26 @@ def _convnd(input, weight, bias, stride, padding, dilation, groups: int, nd: int
     return out[0] if unbatched else out
 
 
-@register("convolution")
+@register("convolution", samples=S.conv_cases(1), torch="torch.nn.functional.conv1d", grad=True)
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, dilation=1, groups: int = 1):
     """[N, C, L] input, [out_channels, in_channels / groups, kL] weight (PyTorch's conv1d)."""
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
 
-@register("convolution")
+@register("convolution", samples=S.conv_cases(2), torch="torch.nn.functional.conv2d", grad=True)
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, dilation=1, groups: int = 1):
     """NCHW input, [out_channels, in_channels / groups, kH, kW] weight (PyTorch's conv2d)."""
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
-@register("convolution")
+@register("convolution", samples=S.conv_cases(3), torch="torch.nn.functional.conv3d", grad=True)
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, dilation=1, groups: int = 1):
     """NCDHW input, [out_channels, in_channels / groups, kD, kH, kW] weight (PyTorch's conv3d)."""
     return _convnd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
 
 
-@register("convolution")
+@register("convolution", aliases=("conv_depthwise2d",), samples=S.depthwise_cases, torch=_torch_depthwise,
+          grad=True)
 def _conv_depthwise2d(self: Tensor, weight: Tensor, kernel_size, bias: Tensor = None, stride=1, padding=0,
                       dilation=1):
     """Depthwise 2-D convolution (ATen's `_conv_depthwise2d`): groups = in_channels, weight
@@ -139,7 +146,7 @@ def _conv_transposend(input, weight, bias, stride, padding, output_padding, grou
     return out[0] if unbatched else out
 
 
-@register("convolution")
+@register("convolution", samples=S.conv_transpose_cases(1), torch="torch.nn.functional.conv_transpose1d", grad=True)
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, output_padding=0,
                      groups: int = 1, dilation=1):
     """Transposed 1-D convolution; weight [in_channels, out_channels / groups, kL]."""
@@ -147,7 +154,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=
                              "conv_transpose1d")
 
 
-@register("convolution")
+@register("convolution", samples=S.conv_transpose_cases(2), torch="torch.nn.functional.conv_transpose2d", grad=True)
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, output_padding=0,
                      groups: int = 1, dilation=1):
     """Transposed 2-D convolution; weight [in_channels, out_channels / groups, kH, kW]."""
@@ -155,7 +162,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=
                              "conv_transpose2d")
 
 
-@register("convolution")
+@register("convolution", samples=S.conv_transpose_cases(3), torch="torch.nn.functional.conv_transpose3d", grad=True)
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=1, padding=0, output_padding=0,
                      groups: int = 1, dilation=1):
     """Transposed 3-D convolution; weight [in_channels, out_channels / groups, kD, kH, kW]."""
@@ -163,7 +170,7 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=
                              "conv_transpose3d")
 
 
-@register("convolution")
+@register("convolution", samples=S.im2col_cases, torch="torch.nn.functional.unfold", grad=True)
 def im2col(input: Tensor, kernel_size, dilation=1, padding=0, stride=1):
     """Sliding blocks as columns (`F.unfold`): [N, C, H, W] -> [N, C * kH * kW, L], L = number of blocks."""
     unbatched = input.ndim == 3
@@ -176,7 +183,7 @@ def im2col(input: Tensor, kernel_size, dilation=1, padding=0, stride=1):
     return out[0] if unbatched else out
 
 
-@register("convolution")
+@register("convolution", aliases=("fold",), samples=S.col2im_cases, torch="torch.nn.functional.fold", grad=True)
 def col2im(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """Sums sliding blocks back into an image (`F.fold`, the transpose of im2col): [N, C * kH * kW, L] ->
     [N, C, H, W]; overlapping taps add up."""

@@ -12,9 +12,29 @@ import numpy as np
 import xbench as xb
 from xbench import Tensor
 
+from . import _samples as S
 from ._util import pair
 
 register = xb.ops.register
+
+
+def _torch_max_with_indices(nd: int):
+    def fn(torch, self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+        f = getattr(torch.nn.functional, f"max_pool{nd}d")
+        return f(self, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode, return_indices=True)
+    fn.__name__ = fn.__qualname__ = f"max_pool{nd}d(return_indices=True)"
+    return fn
+
+
+def _torch_adaptive_max(nd: int):
+    def fn(torch, self, output_size):
+        return getattr(torch.nn.functional, f"adaptive_max_pool{nd}d")(self, output_size, return_indices=True)
+    fn.__name__ = fn.__qualname__ = f"adaptive_max_pool{nd}d(return_indices=True)"
+    return fn
+
+
+def _torch_unpool(torch, self, indices, output_size):
+    return torch.nn.functional.max_unpool2d(self, indices, 2, output_size=output_size)
 
 
 def _out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -97,34 +117,34 @@ def _avg_pool(name, input, nd, kernel_size, stride, padding, ceil_mode, count_in
 
 # ---- max pooling -----------------------------------------------------------------------------------------
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(1, "max"), torch="torch.nn.functional.max_pool1d", grad=True)
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     return _max_pool("max_pool1d", input, 1, kernel_size, stride, padding, dilation, ceil_mode, False)
 
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(2, "max"), torch="torch.nn.functional.max_pool2d", grad=True)
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     return _max_pool("max_pool2d", input, 2, kernel_size, stride, padding, dilation, ceil_mode, False)
 
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(3, "max"), torch="torch.nn.functional.max_pool3d", grad=True)
 def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     return _max_pool("max_pool3d", input, 3, kernel_size, stride, padding, dilation, ceil_mode, False)
 
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(1, "max"), torch=_torch_max_with_indices(1), grad=True)
 def max_pool1d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     """(values, int64 indices into each input row); the first maximum of a window wins."""
     return _max_pool("max_pool1d_with_indices", self, 1, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(2, "max"), torch=_torch_max_with_indices(2), grad=True)
 def max_pool2d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     """(values, int64 indices h * W + w into each input plane); the first maximum of a window wins."""
     return _max_pool("max_pool2d_with_indices", self, 2, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(3, "max"), torch=_torch_max_with_indices(3), grad=True)
 def max_pool3d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     """(values, int64 indices (d * H + h) * W + w into each input volume)."""
     return _max_pool("max_pool3d_with_indices", self, 3, kernel_size, stride, padding, dilation, ceil_mode, True)
@@ -132,20 +152,20 @@ def max_pool3d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, d
 
 # ---- average pooling -------------------------------------------------------------------------------------
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(1, "avg"), torch="torch.nn.functional.avg_pool1d", grad=True)
 def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True):
     return _avg_pool("avg_pool1d", input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
 
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(2, "avg"), torch="torch.nn.functional.avg_pool2d", grad=True)
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int = None):
     return _avg_pool("avg_pool2d", input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad,
                      divisor_override)
 
 
-@register("pooling")
+@register("pooling", samples=S.pool_cases(3, "avg"), torch="torch.nn.functional.avg_pool3d", grad=True)
 def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int = None):
     return _avg_pool("avg_pool3d", input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -202,33 +222,32 @@ def _adaptive(name, input, nd, output_size, kind):
     return values, index
 
 
-@register("pooling")
+@register("pooling", samples=S.adaptive_cases(1), torch="torch.nn.functional.adaptive_avg_pool1d", grad=True)
 def adaptive_avg_pool1d(self: Tensor, output_size):
     """Mean over PyTorch's adaptive bins of each row: [N, C, L] -> [N, C, output_size]."""
     return _adaptive("adaptive_avg_pool1d", self, 1, output_size, "avg")
 
 
-@register("pooling")
+@register("pooling", aliases=("adaptive_avg_pool2d",), samples=S.adaptive_cases(2),
+          torch="torch.nn.functional.adaptive_avg_pool2d", grad=True)
 def _adaptive_avg_pool2d(self: Tensor, output_size):
     """Mean over adaptive bins of each plane: [N, C, H, W] -> [N, C, oH, oW] (ATen's name)."""
     return _adaptive("_adaptive_avg_pool2d", self, 2, output_size, "avg")
 
 
-register("pooling", name="adaptive_avg_pool2d")(_adaptive_avg_pool2d)
 
-
-@register("pooling")
+@register("pooling", samples=S.adaptive_cases(3), torch="torch.nn.functional.adaptive_avg_pool3d", grad=True)
 def adaptive_avg_pool3d(self: Tensor, output_size):
     return _adaptive("adaptive_avg_pool3d", self, 3, output_size, "avg")
 
 
-@register("pooling")
+@register("pooling", samples=S.adaptive_cases(1), torch=_torch_adaptive_max(1), grad=True)
 def adaptive_max_pool1d(self: Tensor, output_size):
     """(values, int64 indices) of the maximum of each adaptive bin."""
     return _adaptive("adaptive_max_pool1d", self, 1, output_size, "argmax")
 
 
-@register("pooling")
+@register("pooling", samples=S.adaptive_cases(2), torch=_torch_adaptive_max(2), grad=True)
 def adaptive_max_pool2d(self: Tensor, output_size):
     """(values, int64 indices h * W + w) of the maximum of each adaptive bin."""
     return _adaptive("adaptive_max_pool2d", self, 2, output_size, "argmax")
@@ -236,7 +255,8 @@ def adaptive_max_pool2d(self: Tensor, output_size):
 
 # ---- unpooling -------------------------------------------------------------------------------------------
 
-@register("pooling")
+@register("pooling", samples=S.max_unpool2d_cases, torch=_torch_unpool, grad=("self",),
+          notes="out-of-range indices are clamped (PyTorch raises)")
 def max_unpool2d(self: Tensor, indices: Tensor, output_size):
     """The partial inverse of max_pool2d_with_indices (ATen's signature): each value goes to its flat index
     h * W + w in a zero [..., H, W] plane. Indices out of range are clamped (xbench's gather/scatter rule;
