@@ -1594,11 +1594,13 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
 
 def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cores: int | None = None,
                      budget: int = 2_000_000, samples: int = 8, seed: int = 0, warm: bool = True,
-                     confidence: float = 0.95) -> list[KernelCache]:
+                     flush: bool = False, confidence: float = 0.95) -> list[KernelCache]:
     """Hit rates and traffic of each kernel of a program.
 
     When the whole program fits `budget` simulated accesses it is simulated whole; with `warm=True` it runs
-    twice and the second run is counted (what repeated timing runs see: data that fits stays cached). Otherwise
+    twice and the second run is counted (what repeated timing runs see: data that fits stays cached); with
+    `warm=False, flush=True` each kernel starts from empty caches and its dirty lines are written back at its
+    end (how GPU profilers replay kernels: caches flushed in between). Otherwise
     each kernel is simulated whole when it fits its share of the budget, else sampled: `samples` windows of
     steps at random offsets in equal strata, each after a warm-up on the accesses before it (line-filtered,
     doubled until it touches as many lines as the largest cache holds, within a cap); counts are extrapolated
@@ -1612,6 +1614,7 @@ def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cor
     ests = [t.estimate_accesses() for t in traces]
     total = sum(ests)
     out: list[KernelCache] = []
+    warm = warm and not flush
     if total * (2 if warm else 1) <= budget:
         t0 = _time.perf_counter()
         sim = CacheSimulator(hierarchy, cores=cores)
@@ -1623,14 +1626,19 @@ def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cor
         before = _counts(sim)
         simulated = int(total) if warm else 0
         for t, g in zip(traces, gen):
+            if flush:
+                sim = CacheSimulator(hierarchy, cores=cores)
+                before = _counts(sim)
             nb = _run(sim, g)
+            if flush:
+                sim.flush()
             after = _counts(sim)
             c = after - before
             before = after
             simulated += int(c[-1][2])
+            how = "whole" + (" (second of two runs)" if warm and not flush else ", flushed" if flush else "")
             out.append(_kernel_result(t.kernel, hierarchy, c, None, [], nb, True, simulated,
-                                      _time.perf_counter() - t0, t, "whole" + (" (second of two runs)" if warm else ""),
-                                      confidence))
+                                      _time.perf_counter() - t0, t, how, confidence))
         return out
     share = max(budget // max(len(traces), 1), 1)
     for t, est in zip(traces, ests):
@@ -1638,13 +1646,16 @@ def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cor
         if est <= share:
             sim = CacheSimulator(hierarchy, cores=cores)
             g = t.all()
-            if warm and 2 * est <= share:
+            if warm and not flush and 2 * est <= share:
                 _run(sim, g)
                 sim.reset_stats()
             nb = _run(sim, g)
+            if flush:
+                sim.flush()
             c = _counts(sim)
             out.append(_kernel_result(t.kernel, hierarchy, c, None, [], nb, True, int(c[-1][2]),
-                                      _time.perf_counter() - t0, t, "whole", confidence))
+                                      _time.perf_counter() - t0, t, "whole" + (", flushed" if flush else ""),
+                                      confidence))
             continue
         if t.streams > 8 and t.streams >= 4 * samples:
             out.append(_sm_groups(t, hierarchy, est, share, samples, rng, confidence, t0))
