@@ -109,10 +109,12 @@ def cases(quick: bool):
 # ---- machine limits, measured in this run -------------------------------------------------------------
 
 def machine_limits() -> tuple[float, float]:
-    """(bytes/s of a STREAM triad, FLOP/s of an FMA kernel) on all cores, from xbench's calibration code."""
-    from xbench.hw import calibrate
-    bw = calibrate.measure_bandwidth()
-    peak = calibrate.measure_peak_flops("float32")
+    """(bytes/s of a STREAM triad, float32 FLOP/s of an FMA kernel) on all cores, measured now with xbench's
+    calibration code (medians of several runs)."""
+    from xbench.hw.calibrate import measure_peaks, measure_triad
+    threads = os.cpu_count() or 1
+    bw = measure_triad(threads, 1 << 24, 5)[0]
+    peak = measure_peaks(threads, 5, 0.2)["float32"][0]
     return bw, peak
 
 
