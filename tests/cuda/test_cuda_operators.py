@@ -269,3 +269,15 @@ def test_buffer_names_that_shadow_module_names():
 
     a, c, d, e = f32(3, 4), f32(3, 4), f32(3, 4), f32(3, 4)
     _, out = check(shadow, a, c, d, e, expect=a.astype(np.float64) * c + d - e)
+
+
+def test_device_args_launch_outputs():
+    """The timing interface: buffers stay on the device between launches; outputs read back on demand."""
+    x, w = f32(6, 33), f32(33)
+    art = ops.rms_norm.compile("cuda", x, 33, w, ptx=False)
+    bufs = art.device_args(*ops.rms_norm.arrays(x, 33, w))
+    assert set(bufs) >= {"input", "weight", "out"}
+    art.launch(bufs)
+    art.launch(bufs)                                         # idempotent: inputs are not overwritten
+    (out,) = art.outputs(bufs)
+    np.testing.assert_allclose(out, N.rms_norm(x.astype(np.float64), w), rtol=1e-5, atol=1e-5)
