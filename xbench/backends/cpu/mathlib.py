@@ -459,14 +459,16 @@ def _poly(var: str, arg: str, key: str, lit, indent: str = "    ") -> str:
 
 
 _DECO = '@numba.njit(inline="always", fastmath=_XB_MATH_FLAGS, error_model="numpy", cache=True)'
-_SIGN32 = "np.int32(-0x80000000)"
-_SIGN64 = "np.int64(-0x8000000000000000)"
 
 
-def _copysign32(y: str, x: str) -> str:
-    """float32 ``y`` (>= 0 or -0) with the sign bit of ``x`` (integer ops: immune to nsz)."""
-    return (f"_xb_i32_as_f32(np.int32((_xb_f32_as_i32({y}) & np.int32(0x7FFFFFFF))"
-            f" | (_xb_f32_as_i32({x}) & {_SIGN32})))")
+def _set_sign(y: str, x: str, dt: str = "float32", op: str = "|") -> str:
+    """Statements giving ``y`` (>= 0) the sign bit of ``x`` (``op="^"``: flipping it). Integer ops, so
+    ``nsz`` cannot lose the sign of zero."""
+    b, i, m, s = ("32", "np.int32", "0x7FFFFFFF", "-0x80000000") if dt == "float32" else \
+        ("64", "np.int64", "0x7FFFFFFFFFFFFFFF", "-0x8000000000000000")
+    keep = f"_xb_f{b}_as_i{b}({y})" if op == "^" else f"(_xb_f{b}_as_i{b}({y}) & {i}({m}))"
+    return (f"    sign = _xb_f{b}_as_i{b}({x}) & {i}({s})\n"
+            f"    {y} = _xb_i{b}_as_f{b}({i}({keep} {op} sign))")
 
 
 def _src_exp_f32() -> str:
@@ -530,7 +532,7 @@ def _xb_expm1_f32(x):
     em = _xb_fma(r * r, q, r)
     s = _xb_i32_as_f32(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
     y = _xb_fma(em, s, s - np.float32(1.0))
-    y = {_copysign32("y", "x")}
+{_set_sign("y", "x")}
     y = y if x < np.float32(20.0) else _xb_exp_f32(x)
     return y if x == x else x
 '''
@@ -575,7 +577,7 @@ def _xb_log1p_f32(x):
     y = _xb_fma(f * f, q, f)
     y = _xb_fma(e, {_f32(lo)}, y)
     y = _xb_fma(e, {_f32(hi)}, y)
-    y = {_copysign32("y", "x")}
+{_set_sign("y", "x")}
     y = y if x > np.float32(-1.0) else (np.float32(-np.inf) if x == np.float32(-1.0) else np.float32(np.nan))
     return y if x < np.float32(np.inf) else x  # +inf and NaN
 '''
@@ -608,12 +610,10 @@ def _xb_log_f64(x):
 def _src_tanh(dt: str) -> str:
     if dt == "float32":
         c, sym, exp, cut, top = _f32, "_xb_tanh_f32", "_xb_exp_f32", _f32(0.75), _f32(9.1)
-        one, two, sign, lim = _f32(1.0), _f32(2.0), _copysign32("y", "x"), "9.1"
+        one, two, lim = _f32(1.0), _f32(2.0), "9.1"
     else:
         c, sym, exp, cut, top = _num64, "_xb_tanh_f64", "_xb_exp_f64", "0.75", "19.5"
         one, two, lim = "1.0", "2.0", "19.5"
-        sign = (f"_xb_i64_as_f64((_xb_f64_as_i64(y) & np.int64(0x7FFFFFFFFFFFFFFF))"
-                f" | (_xb_f64_as_i64(x) & {_SIGN64}))")
     key = "tanh_f32" if dt == "float32" else "tanh_f64"
     return f'''
 {_DECO}
@@ -626,7 +626,7 @@ def {sym}(x):
     ac = a if a < {top} else {top}  # NaN -> {lim}, put back at the end
     yl = {one} - {two} / ({exp}(ac + ac) + {one})
     y = ys if a < {cut} else yl
-    y = {sign}
+{_set_sign("y", "x", dt)}
     return y if x == x else x
 '''
 
@@ -659,7 +659,7 @@ def _xb_erf_f32(x):
 {_poly("q", "t", "erf_large_f32", _f32)}
     y = ys if a < np.float32(1.0) else q
     y = y if a < {_f32(_ERF_ONE_F32)} else np.float32(1.0)
-    y = {_copysign32("y", "x")}
+{_set_sign("y", "x")}
     return y if x == x else x
 '''
 
@@ -669,8 +669,7 @@ def _src_trig_f32(which: str) -> str:
     if which == "sin":
         pick = "y = c if (q & np.int32(1)) != np.int32(0) else s\n" \
                "    y = -y if (q & np.int32(2)) != np.int32(0) else y"
-        sign = ("\n    y32 = _xb_i32_as_f32(np.int32(_xb_f32_as_i32(y32) ^ (_xb_f32_as_i32(x) & "
-                f"{_SIGN32})))  # sin(-x) = -sin(x)")
+        sign = "\n" + _set_sign("y32", "x", op="^")  # sin(-x) = -sin(x)
     else:
         pick = "y = s if (q & np.int32(1)) != np.int32(0) else c\n" \
                "    y = -y if ((q + np.int32(1)) & np.int32(2)) != np.int32(0) else y"
@@ -679,7 +678,7 @@ def _src_trig_f32(which: str) -> str:
 {_DECO}
 def _xb_{which}_f32(x):
     """{which}, float32, computed in float64: n = rint(|x| * 2/pi), r = |x| - n*pi/2 with pi/2 in three
-    parts (exact for |x| < 2**20, and up to 2**52 where fmuladd is fused), then the sin or cos
+    parts (exact for |x| < 2**20, and up to 2**48 where fmuladd is fused), then the sin or cos
     polynomial by quadrant."""
     a = np.float64(abs(x))
     n = _xb_rint(a * 0.6366197723675814)
