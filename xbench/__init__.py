@@ -140,4 +140,6 @@ from .lang.amp import LossScaler, autocast
 from .lang.autodiff import grad, value_and_grad, vjp
 from .library.coverage import coverage
 from .notebook import explore, load_ipython_extension, unload_ipython_extension
+from .profile import Report, calibrate, profile
 from .tune import tune, tuning_db
+from .viz.roofline import roofline

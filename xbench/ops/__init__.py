@@ -36,8 +36,8 @@ Registering an operator
   arguments (numpy arrays become torch tensors), or a callable `fn(torch, *args, **kwargs)` that adapts the
   arguments itself, or `NoTorch("reason")` where PyTorch has no comparable function (the reason appears in
   the coverage grid). A function returning a tuple is compared output by output.
-- `grad` -- which tensor arguments are differentiable: `True` (every float tensor argument), a tuple of
-  argument names, or `()` (not differentiable: integer results, comparisons, random numbers).
+- `grad` -- which tensor arguments are differentiable: `True` (every argument a sample passes a float array
+  to), a tuple of argument names, or `()` (not differentiable: integer results, comparisons, random numbers).
 - `dtypes` -- the input dtypes the operator takes, from `FLOATS`, `INTS`, `BOOL` (or any dtype names); the
   grid runs each of them on each backend.
 - `notes` -- one line shown by `info(name)` (deviations from PyTorch, limits).
@@ -163,7 +163,8 @@ class OpInfo:
         return (self.op.__doc__ or "").strip()
 
     def grad_args(self) -> tuple[str, ...]:
-        """Names of the differentiable arguments (True: every tensor parameter)."""
+        """Names of the differentiable arguments; with `grad=True`, the annotated tensor parameters (a sample
+        may pass float arrays to unannotated parameters too: the harness differentiates those as well)."""
         if self.grad is True:
             return tuple(n for n, s in self.op._specs.items() if s is not None)
         return tuple(self.grad or ())
