@@ -155,6 +155,14 @@ class CudaBackend:
             kres = dict(res[lns[0].name])
             if len(lns) > 1:
                 kres["launches"] = {ln.name: res[ln.name] for ln in lns}
+                rs = [res[ln.name] for ln in lns]
+                if "registers" in kres:           # the kernel's figures: its most demanding launch
+                    worst = min(rs, key=lambda r: r["theoretical_occupancy"])
+                    kres.update({n: max(r[n] for r in rs) for n in
+                                 ("registers", "smem_bytes", "stack_frame_bytes", "spill_stores_bytes",
+                                  "spill_loads_bytes", "barriers")})
+                    kres.update({n: worst[n] for n in ("theoretical_occupancy", "occupancy_limiter",
+                                                       "blocks_per_sm", "active_warps_per_sm")})
             infos.append(KernelInfo(k.name, k.kind, "\n\n".join(ln.source for ln in lns), schedules[k.name], kres))
         art = CudaArtifact(self.name, program, source, infos,
                            self._totals(writer.launches, res, arch, str(path), tools, limits_source),
