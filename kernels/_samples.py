@@ -25,7 +25,7 @@ SPECIAL_VALUES = (0.0, -0.0, np.inf, -np.inf, np.nan, 1e4, -1e4, 65000.0, -65000
 def cast(values: np.ndarray, dtype: str) -> np.ndarray:
     """`values` as a numpy array of xbench dtype `dtype` (bfloat16 through ml_dtypes)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(values).astype(to_numpy(dtype))
+        return np.asarray(np.asarray(values).astype(to_numpy(dtype)))
 
 
 def tensor(shapes: ShapeSet, dtype: str, shape: Sequence[int], *key, low: float = -3.0, high: float = 3.0,
@@ -37,12 +37,12 @@ def tensor(shapes: ShapeSet, dtype: str, shape: Sequence[int], *key, low: float 
     rng = shapes.rng(*key, tuple(shape), dtype)
     shape = tuple(int(s) for s in shape)
     if dtype == "bool":
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)
     if is_int(dtype):
-        v = rng.integers(ints[0], ints[1], size=shape)
+        v = np.asarray(rng.integers(ints[0], ints[1], size=shape))
         if 0.0 in avoid:
             v = np.where(v == 0, 1, v)
-        return v.astype(to_numpy(dtype))
+        return np.asarray(v.astype(to_numpy(dtype)))
     x = rng.uniform(low, high, size=shape)
     for p in avoid:
         near = np.abs(x - p) < margin
@@ -599,3 +599,47 @@ def pixel_unshuffle_cases(T, shapes, dtype):
     for n, c, h, w in _images(shapes):
         yield Sample((T((n, c, 2 * h, 2 * w), "x"), 2), note=f"{(n, c, 2 * h, 2 * w)} r=2")
     yield Sample((T((2, 1, 6, 9), "x3"), 3), note="r=3")
+
+
+# padding ------------------------------------------------------------------------------------------------
+
+@custom
+def constant_pad_cases(T, shapes, dtype):
+    """constant_pad_nd(self, pad, value): one, two and three padded dims, a crop, a fill value."""
+    n, c, h, w = _images(shapes)[-1]
+    x = T((n, c, h, w), "x")
+    yield Sample((x, (1, 2)), note="last dim")
+    yield Sample((x, (2, 0, 1, 3), 1), note="two dims, value 1")
+    if not _tiny(shapes):
+        yield Sample((x, (1, 1, -1, 2, 0, 1)), note="three dims, a crop")
+        yield Sample((T((17,), "v"), (3, 4)), note="1-D")
+    if shapes.noncontig:
+        yield Sample((noncontig(T((5, 7), "nc")), (1, 2, 2, 1)), note="non-contiguous")
+
+
+@custom
+def pad_cases(T, shapes, dtype):
+    """F.pad in every mode."""
+    n, c, h, w = _images(shapes)[-1]
+    x = T((n, c, h, w), "x")
+    yield Sample((x, (1, 2, 2, 1)), note="constant")
+    yield Sample((x, (2, 1, 1, 3)), dict(mode="reflect"), note="reflect")
+    yield Sample((x, (3, 1, 0, 2)), dict(mode="replicate"), note="replicate")
+    if not _tiny(shapes):
+        yield Sample((x, (1, 3, 2, 2)), dict(mode="circular"), note="circular")
+        yield Sample((x, (1, 1)), dict(mode="constant", value=-2.0 if is_float(dtype) else -2), note="value")
+        yield Sample((T((n, c, w), "x1"), (2, 3)), dict(mode="reflect"), note="reflect 1-D")
+
+
+def fixed_pad_cases(nd: int, mode: str) -> Gen:
+    """reflection_pad{nd}d / replication_pad{nd}d(self, padding) over batched and unbatched inputs."""
+    @custom
+    def fixed(T, shapes, dtype):
+        for shape in _spatial(shapes, nd):
+            lim = min(shape[2:]) - 1
+            padding = tuple(min(lim, p) for p in (2, 1, 1, 2, 1, 0)[:2 * nd])
+            yield Sample((T(shape, "x"), padding), note=f"{shape} {padding}")
+        shape = builtins_list(_spatial(shapes, nd))[-1]
+        yield Sample((T(shape[1:], "u"), (1,) * (2 * nd)), note="unbatched")
+    fixed.__name__ = f"{mode}_pad{nd}d_cases"
+    return fixed
