@@ -27,14 +27,18 @@ movement overlap (out-of-order cores, hardware prefetch): the max, as in a roofl
 
 gpu (roofline with latency hiding)::
 
-    T = launch + max(T_core, T_mem / hiding) * waves
-    T_core = flops / (fp32 CUDA-core peak) + transcendentals * cost / (SFU rate)
-    T_mem  = max(L1 sectors / bw_L1, L2 sectors / bw_L2, DRAM bytes / bw_HBM)
-    hiding = min(1, warps in flight * bytes per warp request * independent loads / (latency * bandwidth per SM))
+    T = launch + max(T_core, T_L1, T_L2, T_DRAM)
+    T_core = flops / (fp32 CUDA-core peak) + transcendentals * cost / (SFU rate)     (x busiest SM's share)
+    T_L1   = L1 sectors / bw_L1                                                      (x busiest SM's share)
+    T_L2, T_DRAM = max(bytes / bandwidth, waves * bytes per block / bytes in flight per block * latency)
+    bytes in flight per block = warps * bytes per warp request * independent loads per iteration
+                                (a tiled GEMM: its A and B tiles of one K step)
 
 The cuda backend's kernels use CUDA cores, not tensor cores (numba-cuda has no MMA), so contractions run at the
-fp32 vector peak times a tiled-SIMT efficiency. Occupancy (warps per SM) comes from the artifact's ptxas
-resources, or 100 % when there is none. `waves` rounds the blocks up to whole waves of resident blocks.
+fp32 vector peak times a tiled-SIMT efficiency. Occupancy (resident blocks per SM) comes from the artifact's
+ptxas resources, or the warp limit when there is none. The busiest SM runs `waves` rounds of co-resident
+blocks; its share of the work (1/SMs when the grid fills the GPU evenly, more with few blocks or a partial last
+wave) scales the compute and L1 terms; memory is at least latency-bound per block (Little's law).
 
 npu (Ascend: the MTE2 -> Vector/Cube -> MTE3 pipeline of each AI core)::
 
@@ -81,6 +85,8 @@ ASSUMPTIONS: dict[str, ModelAssumption] = {
                                           "model assumption, uncertain"),
     "gpu_dram_latency_cycles": ModelAssumption(600.0, "global-memory latency of Ampere/Hopper GPUs, about 500-800 "
                                                       "SM cycles in microbenchmark studies; model assumption"),
+    "gpu_l2_latency_cycles": ModelAssumption(250.0, "L2 hit latency of Ampere/Hopper GPUs, about 200-300 SM "
+                                                    "cycles in microbenchmark studies; model assumption"),
     "gpu_sfu_per_sm_per_cycle": ModelAssumption(16.0, "CUDA C++ Programming Guide, arithmetic instruction "
                                                       "throughput: 16 results per clock per SM for 32-bit "
                                                       "reciprocal, rsqrt, log2, exp2, sin, cos (cc 8.x/9.0)"),
@@ -749,36 +755,48 @@ def predict_gpu_kernel(c: KernelCounts, target: Target, cache: KernelCache | Non
     else:
         terms["dram"] = c.bytes / target.bandwidth("memory")
         notes.append("no cache simulation: compulsory bytes at HBM bandwidth")
-    mem = max(v for k, v in terms.items() if k not in ("launch", "core"))
-    # occupancy and latency hiding
+    # the busiest SM: `waves` rounds of `coresident` blocks; each block's memory time is at least its bytes over
+    # what its warps keep in flight, times the latency (Little's law), when the bandwidth does not bind first
     threads = int(res.get("threads_per_block", 256))
     grid = res.get("grid", [max(1, math.ceil(max(c.points, 1) / threads)), 1, 1])
-    blocks = int(np.prod(grid))
+    blocks = max(1, int(np.prod(grid)))
     wpb = max(1, math.ceil(threads / 32))
     max_warps = target.gpu.max_warps_per_sm if target.gpu else 64
     bps = int(res.get("blocks_per_sm") or max(1, min(32, max_warps // wpb)))
-    warps = min(bps, max(1, math.ceil(blocks / sms))) * wpb
-    loads_per_iter = max(1.0, min(4.0, c.accesses / max(c.points, 1) / max(1.0, _iters(c))))
-    inflight = warps * A["gpu_bytes_per_warp_request"].value * loads_per_iter
-    need = A["gpu_dram_latency_cycles"].value * target.bandwidth("memory") / sms / clock
-    hiding = min(1.0, inflight / need)
-    slots = sms * bps
-    if blocks >= slots:
-        waves = math.ceil(blocks / slots)
-        factor = waves * slots / blocks
+    coresident = min(bps, math.ceil(blocks / sms))
+    waves = math.ceil(blocks / (sms * bps))
+    if res.get("template") == "tiled" or (c.contraction is not None and "BM" in res):
+        # a tiled GEMM requests a whole A and B tile per K step before it synchronises
+        inflight = (int(res.get("BM", 64)) + int(res.get("BN", 64))) * int(res.get("BK", 16)) * itemsize(c.dtype)
     else:
-        factor = sms / min(blocks, sms)
+        loads_per_iter = max(1.0, min(4.0, c.accesses / max(c.points, 1) / max(1.0, _iters(c))))
+        inflight = wpb * A["gpu_bytes_per_warp_request"].value * loads_per_iter        # per block
+    per_sm = waves * coresident / blocks * sms            # busiest SM's share of the work, relative to 1/SMs
+    core *= per_sm
+    terms["core"] = core
+    if "l1" in terms:
+        terms["l1"] *= per_sm
+    hiding = 1.0
+    for name, key in (("l2", "gpu_l2_latency_cycles"), ("dram", "gpu_dram_latency_cycles")):
+        if name not in terms:
+            continue
+        peak_bw = target.bandwidth("memory") if name == "dram" else target.bandwidth(name)
+        moved = terms[name] * peak_bw
+        latency_bound = waves * (moved / blocks) / inflight * A[key].value / clock
+        if name == "dram" and latency_bound > 0:
+            hiding = min(1.0, terms[name] / latency_bound)
+        terms[name] = max(terms[name], latency_bound)
+    mem = max(v for k, v in terms.items() if k not in ("launch", "core"))
     terms["hiding"] = hiding
-    terms["tail"] = factor
-    body = max(core, mem / hiding) * factor
+    terms["waves"] = float(waves)
+    body = max(core, mem)
     t = terms["launch"] + body
     if "theoretical_occupancy" in res:
         notes.append(f"occupancy {res['theoretical_occupancy']:.0%} ({res.get('occupancy_limiter', '?')})")
-    bound = "launch" if terms["launch"] > body else ("core" if core >= mem / hiding else
-                                                     _dominant(terms, [k for k in terms if k not in
-                                                                       ("launch", "core", "hiding", "tail")]))
-    if bound not in ("launch", "core") and hiding < 1:
-        notes.append(f"memory latency hidden at {hiding:.0%} ({warps} warps per SM)")
+    kinds = [k for k in terms if k not in ("launch", "core", "hiding", "waves")]
+    bound = "launch" if terms["launch"] > body else ("core" if core >= mem else _dominant(terms, kinds))
+    if bound == "dram" and hiding < 1:
+        notes.append(f"memory latency-bound: {hiding:.0%} of the bandwidth ({blocks} blocks, {coresident} per SM)")
     return KernelPrediction(c.kernel, target.name, t, terms, bound, notes)
 
 
@@ -942,8 +960,15 @@ def predict_program(program: Program, target: Target | str, *, counts: Sequence[
             out.append(predict_cpu_kernel(c, t, model, ch, schedule=schedules.get(c.kernel)))
         return ProgramPrediction(t.name, out, model.run_us * 1e-6, "cpu roofline over the cache hierarchy")
     if t.kind == "gpu":
-        for c, ch in zip(counts, caches):
-            out.append(predict_gpu_kernel(c, t, ch, resources=resources.get(c.kernel)))
+        from .traces import GpuLaunch
+        for k, c, ch in zip(program.kernels, counts, caches):
+            res = dict(resources.get(c.kernel) or {})
+            if "grid" not in res:               # no artifact: the cuda backend's default launch
+                limit = t.gpu.shared_mem_per_block_bytes if t.gpu else 48 * 1024
+                ln = GpuLaunch.default(k, limit)
+                res.update({"template": ln.template, "grid": list(ln.grid), "threads_per_block": ln.block,
+                            **{n: v for n, v in ln.tile.items() if n in ("BM", "BN", "BK")}})
+            out.append(predict_gpu_kernel(c, t, ch, resources=res))
         return ProgramPrediction(t.name, out, 0.0, "gpu roofline with latency hiding")
     for c in counts:
         out.append(predict_npu_kernel(c, t, resources.get(c.kernel)))

@@ -1519,6 +1519,8 @@ class _Subset(KernelTrace):
         self.t, self.sel = t, list(streams)
         self.kernel, self.steps, self.streams = t.kernel, t.steps, len(self.sel)
         self.granularity, self.notes = t.granularity, t.notes
+        self.period = getattr(t, "period", 1)
+        self.global_end = getattr(t, "global_end", None)
 
     def generate(self, lo: int, hi: int) -> list[Trace]:
         if hasattr(self.t, "generate_streams"):

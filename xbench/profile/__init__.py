@@ -23,21 +23,23 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
             targets: Sequence[str] = DEFAULT_TARGETS, timing: bool = True, budget: int = 2_000_000,
             schedule: Mapping | None = None, collectors: Iterable[Collector] | None = None,
             extra_collectors: Iterable[Collector] = (), bench_options: Mapping | None = None,
-            simulate_cuda: bool = False, **kwargs: Any) -> Report:
+            simulate_cuda: bool = False, cpu_model: Any = None, **kwargs: Any) -> Report:
     """Profile `op(*args, **kwargs)`: counts, compile times, errors against the float64 reference, timings
     (where the backend runs on its hardware), toolchain resources, simulated cache behaviour and predicted
     times, for each backend in `backends` and each target in `targets` (see `xbench.hw.list_targets()`).
 
     `budget` caps the accesses the cache simulator spends per target (0 turns simulation off); `schedule` is
     passed to the cpu compile (or a mapping backend -> schedule); `bench_options` to `xbench.profile.bench`;
-    `simulate_cuda=True` runs the CUDA simulator for the error check even on large inputs (slow).
+    `simulate_cuda=True` runs the CUDA simulator for the error check even on large inputs (slow);
+    `cpu_model` gives the cpu model's constants (`xbench.hw.predict.CpuModel`) instead of calibrating them.
+    Targets may be names or `Target` objects.
     A backend or target that is missing or fails does not stop the profile: its metrics say
     "unavailable: <reason>".
     """
     if not hasattr(op, "lower") or not hasattr(op, "compile"):
         raise TypeError(f"profile() takes an xbench operator (an @xb.tensor_op or xb.ops.<name>), got "
                         f"{type(op).__name__}")
-    opts: dict[str, Any] = {"simulate_cuda": simulate_cuda}
+    opts: dict[str, Any] = {"simulate_cuda": simulate_cuda, "cpu_model": cpu_model}
     if bench_options:
         opts["bench"] = dict(bench_options)
     ctx = Context(op, args, dict(kwargs), tuple(backends), tuple(targets), timing=timing, budget=budget,
@@ -47,7 +49,8 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
         try:
             ctx.target(t)
         except Failed as e:
-            records.append(unavailable("predicted_time_ms", str(e), unit="ms", source="predicted", target=t))
+            records.append(unavailable("predicted_time_ms", str(e), unit="ms", source="predicted",
+                                       target=getattr(t, "name", str(t))))
     for c in list(collectors if collectors is not None else COLLECTORS) + list(extra_collectors):
         why = c.applies(ctx)
         if why is not None:
@@ -64,4 +67,11 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
     return Report(op.name, records, shapes=shapes, kernels=kernels, details=details)
 
 
-__all__ = ["SOURCES", "Collector", "Context", "Metric", "Report", "Timing", "bench", "profile", "unavailable"]
+__all__ = ["SOURCES", "Collector", "Context", "Metric", "Report", "Timing", "bench", "calibrate", "profile",
+           "unavailable"]
+
+
+def calibrate(force: bool = False, **kwargs: Any):
+    """Measure (or load) the local CPU's target, 'cpu-local' (see `xbench.hw.calibrate.calibrate`)."""
+    from ..hw.calibrate import calibrate as _calibrate
+    return _calibrate(force, **kwargs)

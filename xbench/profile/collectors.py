@@ -228,7 +228,8 @@ class Context:
                 caches = None
             res = self.kernel_resources(target)
             return predict_program(self.program, target, counts=self.counts, caches=caches,
-                                   schedules=self.schedules(target), resources=res, data=self.data)
+                                   schedules=self.schedules(target), resources=res, data=self.data,
+                                   model=self.options.get("cpu_model") if target.kind == "cpu" else None)
         return self._get(("prediction", target.name), make)
 
 
