@@ -7,8 +7,11 @@ loop under the same threads, so the percentages compare like with like.
 
 Traffic model: an elementwise kernel reads its inputs, writes its output and, without streaming
 stores, reads the output line first (write-allocate): float32 in -> out is 12 bytes per element.
-"GB/s" below counts that traffic; "% copy" is the copy loop's time over the kernel's time (100 % =
-as fast as moving the same bytes).
+"GB/s" below counts that traffic; "% copy" is the copy loop's time (re-measured beside each function)
+over the kernel's time, scaled to the same traffic: 100 % = as fast as moving the same bytes.
+
+A second table gives each variant's compute cost (CPU time of one thread, data in cache), which other
+processes on a shared machine do not distort, and how far below the memory-bound budget it is.
 
     python benchmarks/mathlib.py [--n 16777216] [--threads 2] [--repeat 7] [--dtype float32,float64]
 """
@@ -125,6 +128,44 @@ def median_time(fn: Callable, args: tuple, repeat: int, **kwargs) -> float:
     return statistics.median(times)
 
 
+def cpu_ns_per_element(fn: Callable, args: tuple, n: int, repeat: int, **kwargs) -> float:
+    """CPU time of the calling thread per element, data in L2: the compute cost, unaffected by other
+    processes taking turns on the cores (wall time is; this machine is shared)."""
+    fn(*args, **kwargs)
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.thread_time()
+        for _ in range(20):
+            fn(*args, **kwargs)
+        best = min(best, (time.thread_time() - t0) / (20 * n))
+    return best * 1e9
+
+
+def compute_section(dtype: str, names: list[str], bandwidth: float, repeat: int) -> None:
+    """1 thread, 2**16 elements (in L2), serial loops. 'mem-bound x' is how many times faster the
+    computation runs on the machine's cores than memory can feed it (>= 1: the fused elementwise
+    kernel is limited by memory bandwidth, not by the function)."""
+    n, rng, size = 1 << 16, np.random.default_rng(1), np.dtype(dtype).itemsize
+    cores = numba.get_num_threads()
+    print(f"\n{dtype}, compute cost: 1 thread, {n} elements in cache, CPU time; memory feeds "
+          f"{bandwidth:.0f} GB/s over {cores} cores")
+    print(f"{'function':9s} {'variant':24s} {'ns/elem':>8s} {'mem-bound x':>12s}")
+    for name in names:
+        fn = FUNCTIONS[name, dtype]
+        lo, hi = DOMAIN.get(name, (-10.0, 10.0))
+        xs = tuple(rng.uniform(lo, hi, n).astype(dtype) for _ in range(fn.arity))
+        out = np.empty(n, dtype)
+        serial_libm = numba.njit(fastmath=_LIBM_FLAGS, error_model="numpy")(LIBM[name].py_func)
+        uname, ufunc = UFUNC[name]
+        need = (fn.arity + 2) * size / (bandwidth / cores)      # ns per element per core at bandwidth
+        for label, f, kw in ((f"xbench {fn.symbol}", compiled_loop(name, dtype, parallel=False), {}),
+                             ("libm loop", serial_libm, {}), (uname, ufunc, {"out": out})):
+            args = xs if kw else (*xs, out)
+            ns = cpu_ns_per_element(f, args, n, repeat, **kw)
+            print(f"{name:9s} {label:24s} {ns:8.3f} {need / ns:11.1f}x")
+        sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1 << 24)
@@ -132,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--dtype", default="float32,float64")
     ap.add_argument("--only", default="", help="comma-separated function names")
+    ap.add_argument("--bandwidth", type=float, default=0.0,
+                    help="GB/s for the compute section (default: the triad measured here)")
     opts = ap.parse_args(argv)
     numba.set_num_threads(opts.threads)
     n, rng = opts.n, np.random.default_rng(0)
@@ -159,8 +202,9 @@ def main(argv: list[str] | None = None) -> None:
             if name == "pow":
                 xs[1] = rng.uniform(-4, 4, n).astype(dtype)
             traffic = (fn.arity + 2) * size * n
-            # time for the same traffic at the copy loop's speed
-            t_floor = t_copy * (fn.arity + 2) / 3
+            # time for the same traffic at the copy loop's speed, measured again next to each function
+            # so that the ratio survives load changes on a shared machine
+            t_floor = median_time(copy, (a, out), opts.repeat) * (fn.arity + 2) / 3
             uname, ufunc = UFUNC[name]
             rows = [
                 (f"xbench {fn.symbol}", median_time(compiled_loop(name, dtype), (*xs, out), opts.repeat)),
@@ -172,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{name:9s} {label:24s} {t * 1e3:8.2f} {traffic / t / 1e9:7.1f} {100 * t_floor / t:6.0f}%"
                       f" {t_libm / t:7.1f}x")
             sys.stdout.flush()
+        compute_section(dtype, names, opts.bandwidth or bw_triad, opts.repeat)
 
 
 if __name__ == "__main__":
