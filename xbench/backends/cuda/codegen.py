@@ -503,8 +503,10 @@ class ModuleWriter:
         consts = self.emitter.constant_lines()
         if consts:
             src()
+            src()
             src.lines.extend(consts)
         for h in sorted(self.helpers):
+            src()
             src()
             src.lines.extend(HELPERS[h].strip("\n").splitlines())
         for ln in self.launches:
