@@ -31,9 +31,12 @@ from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
 from . import twin
 from .codegen import Launch, ProgramWriter, prefer_tiles
+from .matmul import cube_use
 
 CODEGEN_VERSION = "1"
 TARGET = "ascend-910b"
+# -Og: generated programs build in about half the -O2 time; the twin runs them within 2x of -O2
+BUILD_FLAGS = ("-Og",)
 
 
 @functools.cache
@@ -196,8 +199,8 @@ class AscendBackend:
         config = twin.TwinConfig(ub_bytes=npu.ub_bytes, l1_bytes=npu.l1_bytes, l0a_bytes=npu.l0a_bytes,
                                  l0b_bytes=npu.l0b_bytes, l0c_bytes=npu.l0c_bytes, max_cube_cores=npu.cube_cores)
         name = f"{program.name}"[:40]
-        cached = twin.is_built(source, name=name)
-        lib = twin.build(source, name=name)
+        cached = twin.is_built(source, name=name, extra_flags=BUILD_FLAGS)
+        lib = twin.build(source, name=name, extra_flags=BUILD_FLAGS)
         infos = []
         for ln in launches:
             infos.append(_host_tiling(lib, ln, schedules.get(ln.kernel, Schedule())))
@@ -232,7 +235,15 @@ def _host_tiling(lib: twin.TwinLibrary, ln: Launch, sched: Schedule) -> LaunchIn
     cores = int(sched.get("block_dim", 0) or 0) or ln.cores
     t = struct()
     block_dim = int(fn(ctypes.byref(t), min(cores, ln.cores)))
-    return LaunchInfo(ln, block_dim, t)
+    info = LaunchInfo(ln, block_dim, t)
+    if ln.cube:
+        use = cube_use(info.tiling_values()["cube"], ln.plan["in_bytes"])
+        for level, used in use.items():
+            budget = ln.plan[level.replace("_bytes", "_budget")]
+            if used > budget:
+                raise BackendError(f"{ln.entry}: the Matmul tiling needs {used} bytes of {level[:-6].upper()}, "
+                                   f"more than the {budget} the core has")
+    return info
 
 
 def _launch_resources(info: LaunchInfo) -> dict[str, Any]:
@@ -242,6 +253,7 @@ def _launch_resources(info: LaunchInfo) -> dict[str, Any]:
     if ln.cube:
         c = out["tiling"]["cube"]
         out["single_core"] = {"M": c["singleCoreM"], "N": c["singleCoreN"], "K": c["singleCoreK"]}
+        out.update(cube_use(c, ln.plan["in_bytes"]))
     return out
 
 

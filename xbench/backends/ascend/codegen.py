@@ -228,7 +228,7 @@ class KernelGen:
         return [UbItem("mathBuf", "TBuf", "VECCALC", 1, 0, MATH_SLOT * 8)]
 
     def entry_source(self, src: Source, init_args: list[str]) -> None:
-        params = ", ".join([f"GM_ADDR {ident(b)}" for b in self.args()] + ["GM_ADDR workspace", "GM_ADDR tiling"])
+        params = ", ".join([f"GM_ADDR {param(b)}" for b in self.args()] + ["GM_ADDR workspace", "GM_ADDR tiling"])
         with src.block(f'extern "C" __global__ __aicore__ void {self.entry}({params})'):
             src(f"{self.struct} t;")
             src("XbCopyTiling(&t, tiling);")
@@ -412,7 +412,7 @@ class TileBody:
                 c = ctype(e.dtype)
                 body(f"LocalTensor<{c}> {e.tile}in = {e.queue}.AllocTensor<{c}>();")
                 base = g.sw.expr(e.base, copy_scope, body)
-                body(f"CopyGmToUb({e.tile}in, {g.gm_name(e.buf)}[{base} + v0], {n});")
+                body(f"CopyGmToUb({e.tile}in, {g.gm_name(e.buf)}[{_plus(base, 'v0')}], {n});")
                 body(f"{e.queue}.EnQue({e.tile}in);")
                 body(f"LocalTensor<{c}> {e.tile} = {e.queue}.DeQue<{c}>();")
             body.extend(loop)
@@ -457,13 +457,13 @@ class TileBody:
             c = ctype(e.dtype)
             ci(f"LocalTensor<{c}> {e.tile} = {e.queue}.AllocTensor<{c}>();")
             base = g.sw.expr(e.base, self.scope.child(), ci)
-            ci(f"CopyGmToUb({e.tile}, {g.gm_name(e.buf)}[{base} + v0], {n});")
+            ci(f"CopyGmToUb({e.tile}, {g.gm_name(e.buf)}[{_plus(base, 'v0')}], {n});")
             ci(f"{e.queue}.EnQue({e.tile});")
         for s, tile, queue, base_e in self.outs:
             c = ctype(g.pw.dtypes[s.buf])
             co(f"LocalTensor<{c}> {tile} = {queue}.DeQue<{c}>();")
             base = g.sw.expr(base_e, self.scope.child(), co)
-            co(f"CopyUbToGm({g.gm_name(s.buf)}[{base} + v0], {tile}, {n});")
+            co(f"CopyUbToGm({g.gm_name(s.buf)}[{_plus(base, 'v0')}], {tile}, {n});")
             co(f"{queue}.FreeTensor({tile});")
 
     def queues(self) -> list[tuple[str, str, int]]:
@@ -484,6 +484,10 @@ class TileBody:
         if n > QUE_LIMIT:
             raise Unsupported(f"{n} VECIN queue buffers exceed the {QUE_LIMIT} the hardware has events for")
         return items
+
+
+def _plus(a: str, b: str) -> str:
+    return b if a == "0" else f"{a} + {b}"
 
 
 class _Block:
@@ -761,9 +765,13 @@ def _reindent(s: Source, depth: int) -> Source:
 
 def choose_domain(k: Kernel, pw: ProgramWriter) -> tuple[Axis, ...]:
     """The trailing outer axes to flatten into the vector extent: fewest gathered loads, then the longest."""
+    return domain_and_gathers(k, pw)[0]
+
+
+def domain_and_gathers(k: Kernel, pw: ProgramWriter) -> tuple[tuple[Axis, ...], int]:
     outer = tuple(k.outer)
     if not outer:
-        return ()
+        return (), 0
     stages, _ = inline_assigns(k.stages)
     best = None
     for L in range(1, len(outer) + 1):
@@ -793,10 +801,18 @@ def choose_domain(k: Kernel, pw: ProgramWriter) -> tuple[Axis, ...]:
             best = (score, dom)
     if best is None:
         raise Unsupported("no trailing axes along which every store is contiguous")
-    return best[1]
+    return best[1], best[0][0]
 
 
 # ---- row kernels ----------------------------------------------------------------------------------------
+
+def store_base(s: Store, shapes: dict) -> Expr | None:
+    """The element offset where a store's contiguous run starts (its whole offset when it has no loops)."""
+    if not s.axes:
+        return E.linear(tuple(s.index), shapes[s.buf])
+    acc = classify(Load(s.buf, s.index, "float32"), shapes[s.buf], s.axes)
+    return acc.base if acc.kind == "contiguous" else None
+
 
 def inline_row_buffers(k: Kernel) -> list:
     """Stages with every row-scratch buffer replaced by the value stored into it (recomputed where read), for
@@ -843,8 +859,22 @@ class RowKernel(VectorKernelGen):
         self.D = max([prod(a.extent for a in getattr(s, "axes", ()) or ()) for s in self.stages] + [1])
         self.budget_ = [max(1, QUE_LIMIT // self.buffer_num)]
 
-    def check(self) -> None:
+    def written_before(self) -> list[set[str]]:
+        """For each stage, the GM buffers earlier stages of this kernel wrote."""
+        out, seen = [], set()
         for s in self.stages:
+            out.append(set(seen))
+            if isinstance(s, Store) and s.scope == "global":
+                seen.add(s.buf)
+        return out
+
+    def check(self) -> None:
+        for s, before in zip(self.stages, self.written_before()):
+            reads = {ld.buf for e in s.exprs() for ld, _ in walk_loads(e)}
+            if self.mode == "resident" and reads & before:
+                raise BackendError(f"kernel {self.k.name}: a stage reads {', '.join(sorted(reads & before))}, which "
+                                   "an earlier stage writes to GM; such rows are streamed",
+                                   hint="use row_mode='stream' (or 'auto')")
             if isinstance(s, Reduce):
                 if s.kind not in ("sum", "max", "min") or s.index_local:
                     raise Unsupported(f"{s.kind} row reductions have no vector form here")
@@ -855,8 +885,7 @@ class RowKernel(VectorKernelGen):
                     dt = self.pw.dtypes[s.buf]
                     if dt not in ("float32", "float16", "int32", "bfloat16"):
                         raise Unsupported(f"no vector row store of {dt}")
-                    acc = classify(Load(s.buf, s.index, dt), self.shapes[s.buf], s.axes)
-                    if acc.kind != "contiguous":
+                    if s.axes and store_base(s, self.shapes) is None:
                         raise Unsupported(f"the store to {s.buf} is not contiguous along its axes")
             elif not isinstance(s, Assign):
                 raise Unsupported(f"{type(s).__name__} stages have no row form")
@@ -1015,8 +1044,7 @@ class RowKernel(VectorKernelGen):
             else:
                 j = len(outs)
                 dt = self.pw.dtypes[s.buf]
-                acc = classify(Load(s.buf, s.index, dt), self.shapes[s.buf], axes)
-                outs.append((s, f"y{j}", f"outQueue{j}", acc.base, D))
+                outs.append((s, f"y{j}", f"outQueue{j}", store_base(s, self.shapes), D))
                 em.count_uses([s.value])
                 em.root(s.value, Tile(f"y{j}", dt))
         if len(outs) * self.buffer_num > QUE_LIMIT:
@@ -1071,6 +1099,7 @@ class RowKernel(VectorKernelGen):
         out_sizes: dict[int, int] = {}
         calls = Source(2)
         decls_later: list[tuple[Source, Source]] = []
+        before_all = self.written_before()
         for si, s in enumerate(self.stages):
             axes = tuple(getattr(s, "axes", ()) or ())
             D = prod(a.extent for a in axes)
@@ -1096,8 +1125,7 @@ class RowKernel(VectorKernelGen):
                     self.pool.release(t)
             else:
                 dt = self.pw.dtypes[s.buf]
-                acc = classify(Load(s.buf, s.index, dt), self.shapes[s.buf], axes)
-                out = (f"y{si}", "outQueue0", acc.base, dt)
+                out = (f"y{si}", "outQueue0", store_base(s, self.shapes), dt)
                 out_sizes[0] = max(out_sizes.get(0, 0), SIZE[dt])
                 em.count_uses([s.value])
                 em.root(s.value, Tile(out[0], dt))
@@ -1110,7 +1138,7 @@ class RowKernel(VectorKernelGen):
                     c = ctype(e.dtype)
                     ci(f"LocalTensor<{c}> {e.tile} = {e.queue}.AllocTensor<{c}>();")
                     base = self.sw.expr(e.base, self.scope.child(), ci)
-                    ci(f"CopyGmToUb({e.tile}, {self.gm_name(e.buf)}[{base} + v0], len);")
+                    ci(f"CopyGmToUb({e.tile}, {self.gm_name(e.buf)}[{_plus(base, 'v0')}], len);")
                     ci(f"{e.queue}.EnQue({e.tile});")
             pre = Source(2)
             for e in reg.entries.values():
@@ -1129,11 +1157,14 @@ class RowKernel(VectorKernelGen):
                     c = ctype(out[3])
                     co(f"LocalTensor<{c}> {out[0]} = {out[1]}.DeQue<{c}>();")
                     base = self.sw.expr(out[2], self.scope.child(), co)
-                    co(f"CopyUbToGm({self.gm_name(s.buf)}[{base} + v0], {out[0]}, len);")
+                    co(f"CopyUbToGm({self.gm_name(s.buf)}[{_plus(base, 'v0')}], {out[0]}, len);")
                     co(f"{out[1]}.FreeTensor({out[0]});")
             # the stage's loop in ProcessRow
             calls(f"// stage {si}: {s.text()[:100]}")
-            with calls.block(""):
+            reads = {ld.buf for e in s.exprs() for ld, _ in walk_loads(e)}
+            if reads & before_all[si]:
+                calls("XbSync<HardEvent::MTE3_MTE2>();  // earlier stages wrote what this one reads")
+            with _Block(calls):
                 if acc_tile is not None:
                     calls(f"LocalTensor<{ctype(s.dtype)}> {acc_tile.name} = calcBuf.GetWithOffset<{ctype(s.dtype)}>"
                           f"(t.slotBytes / sizeof({ctype(s.dtype)}), {self._slot(acc_tile)} * t.slotBytes);")
@@ -1360,18 +1391,26 @@ def _finish(gen: VectorKernelGen) -> tuple[Source, Launch]:
 
 
 def prefer_tiles(k: Kernel, pw: ProgramWriter) -> bool:
-    """Reduce kernels: vectorise over the outputs (loops over a small window) unless the reduced axes are
-    long and contiguous."""
-    red = [s for s in k.stages if isinstance(s, Reduce)]
-    n = max([prod(a.extent for a in s.axes) for s in red] + [1])
+    """Reduce kernels: vectorise over the outputs (loops over the reduced axes) or over the reduced axes (one
+    output at a time), whichever gathers fewer loads element by element; on a tie, over the outputs when the
+    reduced extent is short."""
     if not k.outer:
         return False
-    contiguous = 0
-    for s in red:
-        for ld, _g in walk_loads(s.body):
-            if ld.buf in pw.shapes and classify(ld, pw.shapes[ld.buf], s.axes).kind == "contiguous":
-                contiguous += 1
-    return n < 256 or contiguous == 0
+    try:
+        _, tile_gathers = domain_and_gathers(k, pw)
+    except Unsupported:
+        return False
+    row_gathers = 0
+    for s in k.stages:
+        axes = tuple(getattr(s, "axes", ()) or ())
+        for e in s.exprs():
+            for ld, _ in walk_loads(e):
+                if ld.buf in pw.shapes and classify(ld, pw.shapes[ld.buf], axes).kind == "gather":
+                    row_gathers += 1
+    if tile_gathers != row_gathers:
+        return tile_gathers < row_gathers
+    n = max([prod(a.extent for a in s.axes) for s in k.stages if isinstance(s, Reduce)] + [1])
+    return n < 256
 
 
 # ---- the scalar path --------------------------------------------------------------------------------------

@@ -61,6 +61,18 @@ def plain(e: Expr, rows: list[Axis], cols: list[Axis], shapes: dict) -> tuple[st
     return None
 
 
+def _plus(a: str, b: str) -> str:
+    return b if a == "0" else f"{a} + {b}"
+
+
+def cube_use(c: dict, in_bytes: int) -> dict[str, int]:
+    """L0A/L0B/L0C/L1 bytes a TCubeTiling asks for (the formulas the twin checks)."""
+    return {"l0a_bytes": c["baseM"] * c["baseK"] * in_bytes * c["dbL0A"],
+            "l0b_bytes": c["baseN"] * c["baseK"] * in_bytes * c["dbL0B"],
+            "l0c_bytes": c["baseM"] * c["baseN"] * 4 * c["dbL0C"],
+            "l1_bytes": (c["baseM"] * c["depthA1"] + c["baseN"] * c["depthB1"]) * c["baseK"] * in_bytes}
+
+
 class MatmulKernel(VectorKernelGen):
     role = "matmul"
 
@@ -132,20 +144,11 @@ class MatmulKernel(VectorKernelGen):
         return s.buf
 
     # -- tiling ----------------------------------------------------------------------------------------
-    def cube_bases(self, ta: bool, tb: bool) -> dict[str, int]:
+    def base_k(self, ta: bool, tb: bool) -> int:
+        """baseK: a multiple of 16 (of C0 = 32 / sizeof(A) when only B is transposed), at most 64 / 128."""
         sa = SIZE[self.in_type]
         kalign = 32 // sa if (not ta and tb) else 16
-        base_m = min(128, align(self.M, 16))
-        base_n = min(128, align(self.N, 16))
-        base_k = min(align(self.K, kalign), 64 if sa == 4 else 128)
-        db_a = 2 if base_m * base_k * sa * 2 <= self.pw_l0a else 1
-        db_b = 2 if base_n * base_k * sa * 2 <= self.pw_l0b else 1
-        db_c = 2 if base_m * base_n * 4 * 2 <= self.pw_l0c else 1
-        steps = min(-(-self.K // base_k), 4)
-        while steps > 1 and (base_m + base_n) * base_k * steps * sa > self.pw_l1:
-            steps -= 1
-        return {"baseM": base_m, "baseN": base_n, "baseK": base_k, "dbL0A": db_a, "dbL0B": db_b, "dbL0C": db_c,
-                "stepM": 1, "stepN": 1, "stepKa": steps, "stepKb": steps, "depthA1": steps, "depthB1": steps}
+        return min(align(self.K, kalign), 64 if sa == 4 else 128)
 
     @property
     def pw_l0a(self) -> int:
@@ -200,7 +203,6 @@ class MatmulKernel(VectorKernelGen):
         T = self.choose_tile(items, min(8192, max(ALIGN, self.N))) if body else 0
         self.T = T
         slot_bytes = align(T * self.slot_elem, 256)
-        bases = self.cube_bases(ta, tb)
         at, ct = CTYPE[self.in_type], CTYPE[c_type]
         src = Source()
         fields = [("blockDim", "cores the launch uses"), ("batch", f"independent matrices ({self.B})"),
@@ -246,14 +248,14 @@ class MatmulKernel(VectorKernelGen):
                     if not self.batch:
                         src("(void)bIdx;")
                     sc = self.scope.child()
-                    ab = self.sw.expr(a_base, sc, src)
-                    bb = self.sw.expr(b_base, sc, src)
-                    a_off = "m0" if ta else f"m0 * {self.K}"
-                    b_off = f"n0 * {self.K}" if tb else "n0"
+                    a_off = _plus(self.sw.expr(a_base, sc, src), "m0" if ta else f"m0 * {self.K}")
+                    b_off = _plus(self.sw.expr(b_base, sc, src), f"n0 * {self.K}" if tb else "n0")
                     src(f"mm.SetSingleShape(tm, tn, {self.K});")
-                    src(f"mm.SetTensorA({A}[{ab} + {a_off}]{', true' if ta else ''});")
-                    src(f"mm.SetTensorB({Bn}[{bb} + {b_off}]{', true' if tb else ''});")
-                    src(f"mm.IterateAll({Cn}[int64_t(bIdx) * {self.M * self.N} + m0 * {self.N} + n0]);")
+                    src(f"mm.SetTensorA({A}[{a_off}]{', true' if ta else ''});")
+                    src(f"mm.SetTensorB({Bn}[{b_off}]{', true' if tb else ''});")
+                    c_off = f"int64_t(bIdx) * {self.M * self.N} + m0 * {self.N} + n0" if self.B > 1 \
+                        else f"m0 * {self.N} + n0"
+                    src(f"mm.IterateAll({Cn}[{c_off}]);")
                     if body:
                         src("Epilogue();")
                 src("mm.End();")
@@ -305,36 +307,37 @@ class MatmulKernel(VectorKernelGen):
             host("t->extraUnits = t->units % t->blockDim;")
             host(f"t->tileLength = {T};")
             host(f"t->slotBytes = {slot_bytes if body else 0};")
+            sa = SIZE[self.in_type]
+            host("// base blocks: at most 128 x 128, L0A/L0B/L0C double-buffered where they fit, L1 up to 4 K-steps")
+            host("const int32_t baseM = singleM < 128 ? (singleM + 15) / 16 * 16 : 128;")
+            host("const int32_t baseN = singleN < 128 ? (singleN + 15) / 16 * 16 : 128;")
+            host(f"const int32_t baseK = {self.base_k(ta, tb)};")
+            host("int32_t steps = (K + baseK - 1) / baseK < 4 ? (K + baseK - 1) / baseK : 4;")
+            host(f"while (steps > 1 && (baseM + baseN) * baseK * steps * {sa} > {self.pw_l1}) --steps;")
             host("TCubeTiling& c = t->cube;")
             host("c.usedCoreNum = t->blockDim;")
             host("c.M = M; c.N = N; c.Ka = K; c.Kb = K;")
             host("c.singleCoreM = singleM; c.singleCoreN = singleN; c.singleCoreK = K;")
-            host(f"c.baseM = {bases['baseM']}; c.baseN = {bases['baseN']}; c.baseK = {bases['baseK']};  "
-                 "// L0A/L0B/L0C and L1 checked by the generator")
-            host(f"c.depthA1 = {bases['depthA1']}; c.depthB1 = {bases['depthB1']};")
-            host(f"c.stepM = {bases['stepM']}; c.stepN = {bases['stepN']}; c.stepKa = {bases['stepKa']}; "
-                 f"c.stepKb = {bases['stepKb']};")
+            host("c.baseM = baseM; c.baseN = baseN; c.baseK = baseK;")
+            host("c.depthA1 = steps; c.depthB1 = steps;")
+            host("c.stepM = 1; c.stepN = 1; c.stepKa = steps; c.stepKb = steps;")
             host("c.isBias = 0; c.transLength = 0; c.iterateOrder = 0;")
-            host(f"c.dbL0A = {bases['dbL0A']}; c.dbL0B = {bases['dbL0B']}; c.dbL0C = {bases['dbL0C']};")
+            host(f"c.dbL0A = baseM * baseK * {sa} * 2 <= {self.pw_l0a} ? 2 : 1;")
+            host(f"c.dbL0B = baseN * baseK * {sa} * 2 <= {self.pw_l0b} ? 2 : 1;")
+            host(f"c.dbL0C = baseM * baseN * 4 * 2 <= {self.pw_l0c} ? 2 : 1;")
             host("c.shareMode = 0; c.shareL1Size = 0; c.shareL0CSize = 0; c.shareUbSize = 0;")
             host("c.batchM = 1; c.batchN = 1; c.singleBatchM = 1; c.singleBatchN = 1; c.mxTypePara = 0;")
             host("return t->blockDim;")
         plan = self.plan(items, T) if body else {
             "tile_length": 0, "buffer_num": self.buffer_num, "ub": {}, "ub_total": 0,
             "ub_budget": self.pw.ub_bytes, "ub_reserved_for_select": 0, "scalar_path": [], "notes": []}
-        sa = SIZE[self.in_type]
         plan.update({
             "form": "matmul", "M": self.M, "N": self.N, "K": self.K, "batch": self.B,
             "a": {"buffer": a_buf, "transposed": ta, "packed": a_buf in self.pw.extra},
             "b": {"buffer": b_buf, "transposed": tb, "packed": b_buf in self.pw.extra},
             "c": {"buffer": c_buf, "dtype": c_type, "direct": out_buf is not None},
-            "in_dtype": self.in_type, "epilogue": body is not None,
-            "l0a_bytes": bases["baseM"] * bases["baseK"] * sa * bases["dbL0A"],
-            "l0b_bytes": bases["baseN"] * bases["baseK"] * sa * bases["dbL0B"],
-            "l0c_bytes": bases["baseM"] * bases["baseN"] * 4 * bases["dbL0C"],
-            "l1_bytes": (bases["baseM"] * bases["depthA1"] + bases["baseN"] * bases["depthB1"]) * bases["baseK"] * sa,
+            "in_dtype": self.in_type, "in_bytes": SIZE[self.in_type], "epilogue": body is not None,
             "l0a_budget": self.pw_l0a, "l0b_budget": self.pw_l0b, "l0c_budget": self.pw_l0c, "l1_budget": self.pw_l1,
-            "cube_bases": bases,
         })
         launch = Launch(self.entry, self.k.name, "matmul", list(self.gm), self.struct, fields, cube=True,
                         cores=self.pw.cube_cores, workspace=SYS_WORKSPACE, plan=plan)

@@ -321,7 +321,33 @@ def is_built(source: str, *, name: str, extra_flags: Sequence[str] = ()) -> bool
     return _paths(source, name, extra_flags)[2].exists()
 
 
-def build(source: str, *, name: str, extra_flags: Sequence[str] = ()) -> TwinLibrary:
+def _precompiled_header(cxx: str, flags: tuple[str, ...]) -> Path | None:
+    """A folder holding kernel_operator.h.gch built with `flags` (searched before the headers themselves, so
+    g++ uses it instead of parsing the twin again): about a second less per kernel build. None if g++ cannot
+    build it."""
+    hflags = tuple(f for f in flags if f != "-shared")
+    folder = cache_dir("ascend") / f"pch-{digest('twin-pch', _headers_digest(), _compiler_id(cxx), hflags)}"
+    gch = folder / "kernel_operator.h.gch"
+    if gch.exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gch.", suffix=".tmp")
+    os.close(fd)
+    try:
+        proc = subprocess.run([cxx, *hflags, f"-I{INCLUDE_DIR}", "-x", "c++-header",
+                               str(INCLUDE_DIR / "kernel_operator.h"), "-o", tmp],
+                              check=False, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+        if proc.returncode != 0:
+            log.debug("ascend twin: no precompiled header (%s)", proc.stderr.strip()[:200])
+            return None
+        os.replace(tmp, gch)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return folder
+
+
+def build(source: str, *, name: str, extra_flags: Sequence[str] = (), precompiled_header: bool = True) -> TwinLibrary:
     """Compile an Ascend C source against the twin (cached by source, headers, compiler and flags)."""
     cxx, flags, so_path, src_path = _paths(source, name, extra_flags)
     folder = so_path.parent
@@ -331,7 +357,8 @@ def build(source: str, *, name: str, extra_flags: Sequence[str] = ()) -> TwinLib
         return TwinLibrary(so_path, src_path, name)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{so_path.name}.", suffix=".tmp")
     os.close(fd)
-    cmd = [cxx, *flags, f"-I{INCLUDE_DIR}", str(src_path), "-o", tmp]
+    pch = _precompiled_header(cxx, flags) if precompiled_header else None
+    cmd = [cxx, *flags, *([f"-I{pch}", "-Winvalid-pch"] if pch else []), f"-I{INCLUDE_DIR}", str(src_path), "-o", tmp]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, check=False, capture_output=True, text=True,
