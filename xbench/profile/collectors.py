@@ -349,9 +349,8 @@ class Timing:
                 t = ctx.timing_of(be)
                 cs = ctx.counts
             except Failed as e:
-                for n, u in (("time_ms", "ms"), ("gflops", "GFLOP/s"), ("gbytes_per_s", "GB/s"),
-                             ("pct_of_roofline", "%")):
-                    yield unavailable(n, str(e), unit=u, backend=be, target=tname)
+                # gflops, gbytes_per_s and pct_of_roofline then come from the predicted time (Prediction)
+                yield unavailable("time_ms", str(e), unit="ms", backend=be, target=tname)
                 continue
             note = f"median of {t.samples} samples x {t.calls_per_sample} calls" + (" (noisy)" if t.noisy else "")
             yield Metric("time_ms", t.median_ms, "ms", "measured", be, tname, low=t.q1_ms, high=t.q3_ms, note=note)

@@ -124,7 +124,7 @@ def _si(v: float, unit: str) -> str:
 class Report:
     """The metrics of one profiled call (see `xbench.profile.profile`).
 
-        rep["time_ms", "cpu"].value              # a record by name and backend or target
+        rep["time_ms", "cpu"].value              # a record by name and backend, target or source
         rep["registers_per_thread", "cuda", "h100"]
         rep.value("flops")                       # the bare value
         rep.table()                              # text; rep.to_pandas(), rep.to_dict(), Jupyter HTML
@@ -167,13 +167,17 @@ class Report:
             known = ", ".join(sorted({m.name for m in self.records}))
             raise KeyError(f"the report of {self.op} has no metric {name!r}; it has: {known}")
         for w in wheres:
-            found = [m for m in found if w in (m.backend, m.target)]
+            found = [m for m in found if w in (m.backend, m.target, m.source)]
         if len(found) == 1:
             return found[0]
         if not found:
             places = ", ".join(sorted({m.where or "operator" for m in self.filter(name)}))
             raise KeyError(f"{name!r} is not reported for {'/'.join(map(str, wheres))}; it is for: {places}")
         places = ", ".join(repr(m.where) for m in found)
+        if len({m.where for m in found}) == 1:
+            raise KeyError(f"{name!r} is reported for {found[0].where} by several sources "
+                           f"({', '.join(m.source for m in found)}); name one, e.g. "
+                           f"rep[{name!r}, {found[0].backend or found[0].target!r}, {found[0].source!r}]")
         raise KeyError(f"{name!r} is reported for several places ({places}); name one, e.g. "
                        f"rep[{name!r}, {found[0].backend or found[0].target!r}"
                        f"{', ' + repr(found[0].target) if found[0].backend and found[0].target else ''}]")

@@ -51,7 +51,8 @@ class RooflineData:
 
 def _reports(items: Any, targets: Sequence[str], profile_options: dict) -> list:
     from ..profile import Report, profile
-    if isinstance(items, Report) or (isinstance(items, tuple) and len(items) == 2 and hasattr(items[0], "lower")):
+    if isinstance(items, Report) or hasattr(items, "lower") or (
+            isinstance(items, tuple) and len(items) == 2 and hasattr(items[0], "lower")):
         items = [items]
     out = []
     for it in items:
