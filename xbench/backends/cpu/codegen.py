@@ -264,15 +264,7 @@ class ModuleWriter:
             total = int(np.prod([a.extent for a in outer[:collapse]], dtype=np.int64))
             src(f"for _flat in {loop}({total}):")
             with src.indent():
-                rem = "_flat"
-                for i, a in enumerate(outer[:collapse]):
-                    inner = int(np.prod([b.extent for b in outer[i + 1:collapse]], dtype=np.int64))
-                    if i == collapse - 1:
-                        src(f"{a.name} = {rem}")
-                    else:
-                        src(f"{a.name} = {rem} // {inner}")
-                        src(f"_r{i} = {rem} % {inner}")
-                        rem = f"_r{i}"
+                unravel(src, "_flat", outer[:collapse], "_r")
         for j, a in enumerate(outer[collapse:]):
             with _Indent(src, 1 + j if collapse else j):
                 src(f"for {a.name} in range({a.extent}):")
@@ -460,6 +452,19 @@ def recompute_rows(k: Kernel) -> list:
     return out
 
 
+def unravel(src: Source, flat: str, axes, tmp: str) -> None:
+    """Assign each axis variable its coordinate in the row-major flat index `flat` (temporaries `tmp<i>`)."""
+    rem = flat
+    for i, a in enumerate(axes):
+        if i == len(axes) - 1:
+            src(f"{a.name} = {rem}")
+        else:
+            inner = _prod(axes[i + 1:])
+            src(f"{a.name} = {rem} // {inner}")
+            src(f"{tmp}{i} = {rem} % {inner}")
+            rem = f"{tmp}{i}"
+
+
 class _Indent:
     def __init__(self, src: Source, n: int):
         self.src, self.n = src, n
@@ -545,13 +550,7 @@ class ContractWriter:
         R = _prod(rows)
         src(f"for _p in numba.prange({R}):")
         with src.indent():
-            rem = "_p"
-            for i, a in enumerate(rows):
-                inner = _prod(rows[i + 1:])
-                src(f"{a.name} = {rem} // {inner}" if i < len(rows) - 1 else f"{a.name} = {rem}")
-                if i < len(rows) - 1:
-                    src(f"_pr{i} = {rem} % {inner}")
-                    rem = f"_pr{i}"
+            unravel(src, "_p", rows, "_pr")
             depth = self.w.loops(src, tuple(cols))
             with _Indent(src, depth):
                 flat = E.linear(tuple(a.var for a in cols), tuple(a.extent for a in cols))
@@ -587,13 +586,7 @@ class ContractWriter:
                 for name, (needed, varies, shape) in alloc.items():
                     if needed and per_batch and varies:
                         src(f"{name} = np.empty({shape}, {NP_TYPES[dt]})")
-                rem = "_b"
-                for i, a in enumerate(self.batch):
-                    inner = _prod(self.batch[i + 1:])
-                    src(f"{a.name} = {rem} // {inner}" if i < len(self.batch) - 1 else f"{a.name} = {rem}")
-                    if i < len(self.batch) - 1:
-                        src(f"_br{i} = {rem} % {inner}")
-                        rem = f"_br{i}"
+                unravel(src, "_b", self.batch, "_br")
                 if lview is None and lhs_b:
                     self._pack(src, "_A", c.lhs, self.m, self.kaxes, dt)
                 if rview is None and rhs_b:
@@ -611,13 +604,7 @@ class ContractWriter:
         K = _prod(self.kaxes)
         src(f"for _p in numba.prange({K}):")
         with src.indent():
-            rem = "_p"
-            for i, a in enumerate(self.kaxes):
-                inner = _prod(self.kaxes[i + 1:])
-                src(f"{a.name} = {rem} // {inner}" if i < len(self.kaxes) - 1 else f"{a.name} = {rem}")
-                if i < len(self.kaxes) - 1:
-                    src(f"_pk{i} = {rem} % {inner}")
-                    rem = f"_pk{i}"
+            unravel(src, "_p", self.kaxes, "_pk")
             (e2,) = self.w.hoist(src, [_acc(e, dt)], {a.name for a in self.n})
             depth = self.w.loops(src, tuple(self.n))
             with _Indent(src, depth):
@@ -646,13 +633,7 @@ class ContractWriter:
         M = _prod(self.m)
         src(f"for _p in numba.prange({M}):")
         with src.indent():
-            rem = "_p"
-            for i, a in enumerate(self.m):
-                inner = _prod(self.m[i + 1:])
-                src(f"{a.name} = {rem} // {inner}" if i < len(self.m) - 1 else f"{a.name} = {rem}")
-                if i < len(self.m) - 1:
-                    src(f"_er{i} = {rem} % {inner}")
-                    rem = f"_er{i}"
+            unravel(src, "_p", self.m, "_er")
             nflat = E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n))
             acc = Load(cbuf, (Idx("_p"), nflat), self.c.dtype)
             stages = [s.replace(lambda e: e.map(

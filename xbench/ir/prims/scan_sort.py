@@ -15,6 +15,19 @@ sort = Primitive("sort", root=True, multiple_results=True)
 SCAN_KINDS = ("sum", "prod", "max", "min")
 
 
+def along_axis(ctx, shape: tuple[int, ...], axis: int):
+    """Axes for a kernel that walks `axis` at every point of the others: (outer axes, the axis, full index)."""
+    outer, index, along = [], [], None
+    for i, n in enumerate(shape):
+        ax = ctx.axis(n, "s" if i == axis else "i")
+        if i == axis:
+            along = ax
+        else:
+            outer.append(ax)
+        index.append(ax.var)
+    return outer, along, index
+
+
 def scan_dtype(kind: str, dtype: str) -> str:
     if kind in ("sum", "prod") and dtype in ("bool", "int8", "uint8", "int16", "int32"):
         return "int64"
@@ -46,16 +59,7 @@ def _scan_flops(eqn):
 def _scan_build(eqn, ctx):
     x = eqn.inputs[0]
     p = eqn.params
-    axis = p["axis"]
-    outer, index = [], []
-    along = None
-    for i, n in enumerate(x.shape):
-        ax = ctx.axis(n, "s" if i == axis else "i")
-        if i == axis:
-            along = ax
-        else:
-            outer.append(ax)
-        index.append(ax.var)
+    outer, along, index = along_axis(ctx, x.shape, p["axis"])
     acc = accumulator(x.dtype) if p["kind"] in ("sum", "prod") else x.dtype
     body = ctx.expr(x, tuple(index))
     if body.dtype != acc:
@@ -88,16 +92,7 @@ def _sort_flops(eqn):
 def _sort_build(eqn, ctx):
     x = eqn.inputs[0]
     p = eqn.params
-    axis = p["axis"]
-    outer, index = [], []
-    along = None
-    for i, n in enumerate(x.shape):
-        ax = ctx.axis(n, "s" if i == axis else "i")
-        if i == axis:
-            along = ax
-        else:
-            outer.append(ax)
-        index.append(ax.var)
+    outer, along, index = along_axis(ctx, x.shape, p["axis"])
     values, indices = eqn.outputs
     stage = Sort(ctx.buffer(values, optional=True), ctx.buffer(indices, optional=True), along, tuple(index),
                  ctx.expr(x, tuple(index)), p.get("descending", False))
