@@ -426,7 +426,7 @@ def program_data(program: Program, arrays: Sequence[np.ndarray]) -> dict[str, np
 
 # ---- the cpu model's constants, from micro-benchmarks --------------------------------------------------------
 
-MODEL_VERSION = 1
+MODEL_VERSION = 2
 _N_ELEM = 4096          # float32 elements of the in-core micro-benchmarks (16 KiB: resident in L1)
 
 
@@ -460,6 +460,7 @@ def _fn_op(name: str):
 class CpuModel:
     """Constants of the cpu model, each measured by a micro-benchmark (never by the operators predicted).
 
+    threads: numba's thread count when measured (what a parallel loop of the cpu backend runs on);
     call_us / parallel_us: a serial / parallel (prange) numba kernel call that does nothing;
     run_us: the host side of `Artifact.run` (argument checks, output allocation) beyond one kernel call;
     c_op_ns: one vector operation per element per core (2 / single-core FMA peak);
@@ -472,6 +473,7 @@ class CpuModel:
 
     host: str
     cores: int
+    threads: int
     call_us: float
     parallel_us: float
     run_us: float
@@ -544,7 +546,8 @@ def _model_path():
 
 
 def _host_key(target: Target) -> str:
-    return f"{target.full_name} | {target.origin} | model {MODEL_VERSION}"
+    import numba
+    return f"{target.full_name} | {target.origin} | {numba.get_num_threads()} threads | model {MODEL_VERSION}"
 
 
 def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[str] = (), *, force: bool = False,
@@ -589,8 +592,10 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         llc = max(lv.size_bytes for lv in t.caches) if t.caches else 1 << 25
         bw1[t.memory.name] = measure_triad(1, 2 * llc // 8, 3)[0]
         import datetime as _dt
-        model = CpuModel(key, t.compute_units, call, par, run, c_op, c_access, {}, blas, bw1,
-                         _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+
+        import numba
+        model = CpuModel(key, t.compute_units, numba.get_num_threads(), call, par, run, c_op, c_access, {}, blas,
+                         bw1, _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
         changed = True
     for name in functions:
         if name in model.fn_ns or name in ("mac",) or name.startswith(("scan_", "sort_")):
@@ -648,18 +653,21 @@ def _dominant(terms: Mapping[str, float], keys: Sequence[str]) -> str:
 
 
 def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: KernelCache | None = None, *,
-                       schedule: Mapping[str, Any] | None = None) -> KernelPrediction:
+                       schedule: Mapping[str, Any] | None = None, regions: int | None = None) -> KernelPrediction:
+    """`regions`: the parallel regions the kernel runs (default: one when its schedule is parallel; the BLAS
+    path of a contraction: see `traces.blas_regions`)."""
     sched = dict(schedule or {})
     parallel = bool(sched.get("parallel", c.points > 1))
-    cores = model.cores
-    threads = cores if parallel and c.points > 1 else 1
+    threads = max(1, min(model.threads, c.points)) if parallel else 1
     notes: list[str] = []
     P = max(c.points, 1)
     imbalance = math.ceil(P / threads) / (P / threads)
-    overhead = (model.parallel_us if threads > 1 or parallel else model.call_us) * 1e-6
     blas = c.contraction is not None and sched.get("impl", "blas") == "blas" and c.dtype in ("float32", "float64")
+    if regions is None:
+        regions = 1 if parallel else 0
+    overhead = (model.call_us + regions * max(0.0, model.parallel_us - model.call_us)) * 1e-6
     clock_flops = (target.cpu.single_core_peak.get("float32") if target.cpu else 0) or \
-        target.peak_flops("float32") / cores
+        target.peak_flops("float32") / model.cores
     ns = 0.0
     for fn, n in c.functions.items():
         if fn == "mac":
@@ -676,7 +684,7 @@ def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: 
         rate = model.blas_flops.get(c.dtype, model.blas_flops.get("float32", 1e9))
         gemm = 2.0 * B * M * N * K / rate
         pack_accesses = max(0.0, accesses - (B * M * K + B * N * K))
-        core = gemm + (ns + pack_accesses * model.c_access_ns) * 1e-9 / threads
+        core = gemm + (ns + pack_accesses * model.c_access_ns) * 1e-9 / max(1, model.threads)
         notes.append(f"BLAS at {rate / 1e9:.1f} GFLOP/s (np.dot, 384^3)")
     else:
         if "mac" in c.functions:
@@ -686,7 +694,7 @@ def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: 
     mem = 0.0
     if cache is not None:
         l1 = target.level(cache.levels[0].name) if cache.levels else None
-        bw = _cpu_bw(target, model, threads)
+        bw = _cpu_bw(target, model, model.threads if blas else threads)
         terms["l1"] = cache.access_bytes / bw.get(l1.name if l1 else "l1", math.inf)
         lower = 0.0
         for lv in cache.levels[1:]:
@@ -715,7 +723,7 @@ def _cpu_bw(target: Target, model: CpuModel, threads: int) -> dict[str, float]:
     for lv in target.memory_levels:
         if lv.bandwidth is None:
             continue
-        if threads >= model.cores:
+        if threads >= model.cores and model.threads >= model.cores:
             out[lv.name] = lv.bandwidth
         else:
             out[lv.name] = model.bw_1core.get(lv.name, lv.bandwidth / model.cores)
@@ -954,10 +962,16 @@ def predict_program(program: Program, target: Target | str, *, counts: Sequence[
     resources = resources or {}
     out = []
     if t.kind == "cpu":
+        from .traces import blas_regions
         fns = sorted({f for c in counts for f in c.functions})
         model = model or calibrate_cpu_model(t, fns)
-        for c, ch in zip(counts, caches):
-            out.append(predict_cpu_kernel(c, t, model, ch, schedule=schedules.get(c.kernel)))
+        for k, c, ch in zip(program.kernels, counts, caches):
+            sched = dict(schedules.get(c.kernel) or {})
+            regions = None
+            if c.contraction is not None and sched.get("impl", "blas") == "blas" and c.dtype in ("float32",
+                                                                                                 "float64"):
+                regions = blas_regions(program, k)
+            out.append(predict_cpu_kernel(c, t, model, ch, schedule=sched, regions=regions))
         return ProgramPrediction(t.name, out, model.run_us * 1e-6, "cpu roofline over the cache hierarchy")
     if t.kind == "gpu":
         from .traces import GpuLaunch

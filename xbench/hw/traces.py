@@ -811,7 +811,7 @@ def blas_trace(program: Program, kernel: Kernel, lay: Layout, *, cores: int, vec
             base = lay.bases[buf]
             per_batch = R * C * it if batch and any(a.name in _free(e) for a in batch) else 0
             if tr:
-                return _Matrix(base, R, C, it, C and R * it, it), per_batch, None
+                return _Matrix(base, R, C, it, R * it, it), per_batch, None
             return _Matrix(base, R, C, C * it, it, it), per_batch, None
         R, C = _extent(first), _extent(second)
         lay.add(f"{kernel.name}{name}", (R, C), it)
@@ -859,6 +859,21 @@ def blas_trace(program: Program, kernel: Kernel, lay: Layout, *, cores: int, vec
     seq = SequenceTrace(kernel.name, phases, "vector")
     seq.notes.append("BLAS GEMM modelled with BLIS Haswell blocking; accesses are vector-sized")
     return seq
+
+
+def blas_regions(program: Program, kernel: Kernel) -> int:
+    """Parallel regions the cpu backend's BLAS path runs for a contraction kernel: one per packing pass of an
+    operand that is not a plain view (per batch point when it depends on the batch) and one per batch point for
+    an epilogue that BLAS cannot write in place (np.dot itself runs in the BLAS library's own threads)."""
+    c, batch, m, n = contract_roles(kernel)
+    B = _extent(batch)
+    out = 0
+    for e, first, second in ((c.lhs, m, c.axes), (c.rhs, c.axes, n)):
+        if e.dtype != c.dtype or _direct_view(e, program, first, second, batch) is None:
+            out += B if {a.name for a in batch} & _free(e) else 1
+    if _direct_out(kernel, c, program, batch) is None:
+        out += B
+    return out
 
 
 def _free(e: Expr) -> set[str]:
