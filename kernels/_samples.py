@@ -643,3 +643,290 @@ def fixed_pad_cases(nd: int, mode: str) -> Gen:
         yield Sample((T(shape[1:], "u"), (1,) * (2 * nd)), note="unbatched")
     fixed.__name__ = f"{mode}_pad{nd}d_cases"
     return fixed
+
+
+# indexing -----------------------------------------------------------------------------------------------
+
+def _fill_value(dtype: str, v: float = 2.5):
+    return bool(v) if dtype == "bool" else (v if is_float(dtype) else int(v))
+
+
+def _perm_index(rng, shape, dim: int, n: int) -> np.ndarray:
+    """int64 indices of `shape` whose entries along `dim` are distinct values in [0, n) (one writer per target)."""
+    shape = tuple(shape)
+    moved = (shape[dim],) + shape[:dim] + shape[dim + 1:]
+    lines = int(np.prod(moved[1:])) if len(moved) > 1 else 1
+    cols = np.stack([rng.permutation(n)[: shape[dim]] for _ in range(lines)], 1).reshape(moved)
+    return np.moveaxis(cols, 0, dim).astype(np.int64)
+
+
+@custom
+def index_select_cases(T, shapes, dtype):
+    """index_select(self, dim, index) along each dim, with repeats."""
+    x = T((6, 7, 5), "x")
+    rng = shapes.rng("index_select")
+    for dim in (0, 1, -1):
+        n = x.shape[dim]
+        yield Sample((x, dim, rng.integers(0, n, 9).astype(np.int64)), note=f"dim={dim}")
+    if shapes.noncontig:
+        yield Sample((noncontig(T((5, 4), "nc")), 1, np.array([3, 0, 3], np.int64)), note="non-contiguous")
+
+
+@custom
+def gather_cases(T, shapes, dtype):
+    """torch.gather(self, dim, index): index as large as self, and smaller in every dim."""
+    x = T((5, 6, 4), "x")
+    rng = shapes.rng("gather")
+    for dim in (0, 1, 2):
+        yield Sample((x, dim, rng.integers(0, x.shape[dim], (5, 6, 4)).astype(np.int64)), note=f"dim={dim}")
+    yield Sample((x, 1, rng.integers(0, 6, (3, 9, 2)).astype(np.int64)), note="index smaller in other dims")
+
+
+@custom
+def take_cases(T, shapes, dtype):
+    x = T((4, 5), "x")
+    yield Sample((x, shapes.rng("take").integers(-20, 20, (3, 4)).astype(np.int64)), note="2-D index")
+
+
+@custom
+def scatter_add_cases(T, shapes, dtype):
+    """scatter_add(self, dim, index, src) with repeated targets, and src larger than index."""
+    rng = shapes.rng("scatter_add")
+    x = T((5, 6), "x")
+    yield Sample((x, 0, rng.integers(0, 5, (7, 6)).astype(np.int64), T((7, 6), "s")), note="dim 0, repeats")
+    yield Sample((x, 1, rng.integers(0, 6, (3, 4)).astype(np.int64), T((4, 9), "s2")), note="dim 1, small index")
+    yield Sample((T((3, 4, 5), "x3"), -1, rng.integers(0, 5, (3, 4, 8)).astype(np.int64), T((3, 4, 8), "s3")),
+                 note="3-D, dim -1")
+
+
+@custom
+def scatter_cases(T, shapes, dtype):
+    """scatter(self, dim, index, src | value, reduce) with one writer per target."""
+    rng = shapes.rng("scatter")
+    x = T((6, 5), "x")
+    yield Sample((x, 0, _perm_index(rng, (4, 5), 0, 6), T((4, 5), "s")), note="dim 0")
+    yield Sample((x, 1, _perm_index(rng, (6, 3), 1, 5), T((7, 4), "s2")), note="dim 1, src larger")
+    yield Sample((x, 1, _perm_index(rng, (3, 2), 1, 5)), dict(value=_fill_value(dtype)), note="value")
+    if not _tiny(shapes):
+        yield Sample((x, 0, rng.integers(0, 6, (8, 5)).astype(np.int64), T((8, 5), "s3")), dict(reduce="add"),
+                     note="reduce=add")
+        yield Sample((x, 0, rng.integers(0, 6, (8, 5)).astype(np.int64), T((8, 5), "s4", low=0.5, high=1.5)),
+                     dict(reduce="multiply"), note="reduce=multiply")
+
+
+@custom
+def scatter_reduce_cases(T, shapes, dtype):
+    """scatter_reduce(self, dim, index, src, reduce, include_self) for every reduction."""
+    rng = shapes.rng("scatter_reduce")
+    x = T((5, 4), "x", low=0.5, high=1.5)
+    idx = rng.integers(0, 5, (7, 3)).astype(np.int64)
+    src = T((7, 4), "s", low=0.5, high=1.5)
+    reds = ("sum", "amax") if _tiny(shapes) else ("sum", "prod", "mean", "amax", "amin")
+    for red in reds:
+        for include_self in (True, False):
+            yield Sample((x, 0, idx, src, red), dict(include_self=include_self), note=f"{red} self={include_self}",
+                         grad=red not in ("amax", "amin"))
+    if not _tiny(shapes):
+        yield Sample((T((3, 6), "x2"), 1, rng.integers(0, 6, (3, 9)).astype(np.int64), T((3, 9), "s2"), "amin"),
+                     note="dim 1", grad=False)
+
+
+@custom
+def index_add_cases(T, shapes, dtype):
+    """index_add / index_copy(self, dim, index, source): distinct indices (copy needs one writer each)."""
+    rng = shapes.rng("index_add")
+    x = T((6, 5), "x")
+    yield Sample((x, 0, rng.permutation(6)[:4].astype(np.int64), T((4, 5), "s")), note="dim 0")
+    yield Sample((T((3, 7, 2), "x3"), 1, rng.permutation(7)[:3].astype(np.int64), T((3, 3, 2), "s3")),
+                 note="3-D, dim 1")
+
+
+@custom
+def index_fill_cases(T, shapes, dtype):
+    rng = shapes.rng("index_fill")
+    x = T((6, 5), "x")
+    yield Sample((x, 1, rng.integers(0, 5, 3).astype(np.int64), _fill_value(dtype)), note="dim 1")
+    yield Sample((x, 0, np.array([0, 5, 5], np.int64), _fill_value(dtype, 1.0)), note="dim 0, repeats")
+
+
+@custom
+def select_scatter_cases(T, shapes, dtype):
+    x = T((4, 5, 3), "x")
+    yield Sample((x, T((5, 3), "s"), 0, 2), note="dim 0")
+    yield Sample((x, T((4, 5), "s2"), 2, -1), note="dim 2, index -1")
+
+
+@custom
+def slice_scatter_cases(T, shapes, dtype):
+    x = T((8, 5), "x")
+    yield Sample((x, T((3, 5), "s"), 0, 2, 5), note="rows 2:5")
+    yield Sample((x, T((8, 2), "s2"), 1, 1, None, 2), note="columns 1::2")
+    yield Sample((x, T((8, 5), "s3")), note="everything")
+
+
+@custom
+def diagonal_scatter_cases(T, shapes, dtype):
+    x = T((4, 5), "x")
+    yield Sample((x, T((4,), "s")), note="main diagonal")
+    yield Sample((x, T((3,), "s2"), 2), note="offset 2")
+    yield Sample((T((3, 4, 2), "x3"), T((2, 2), "s3"), -1, 0, 1), note="3-D, offset -1")
+    yield Sample((T((3, 4, 5), "x4"), T((4, 3), "s4"), 0, 2, 0), note="dim1=2, dim2=0")
+
+
+@custom
+def masked_fill_cases(T, shapes, dtype):
+    rng = shapes.rng("masked_fill")
+    for shape in shapes.pointwise:
+        yield Sample((T(shape, "x"), np.asarray(rng.random(shape) < 0.4), _fill_value(dtype)), note=f"{shape}")
+    s = shapes.pointwise[-1]
+    if len(s) >= 1:
+        yield Sample((T(s, "b"), rng.random(s[-1:]) < 0.5, _fill_value(dtype, -1.0)), note="broadcast mask")
+
+
+@custom
+def masked_scatter_cases(T, shapes, dtype):
+    rng = shapes.rng("masked_scatter")
+    x = T((5, 6), "x")
+    yield Sample((x, rng.random((5, 6)) < 0.5, T((40,), "s")), note="same shape")
+    yield Sample((x, rng.random((6,)) < 0.5, T((5, 6), "s2")), note="broadcast mask")
+
+
+@custom
+def nonzero_cases(T, shapes, dtype):
+    """nonzero(self, size, fill_value) over inputs with zeros; a size too small to hold every index."""
+    rng = shapes.rng("nonzero")
+    for shape in ((17,), (4, 6), (2, 3, 4)):
+        x = T(shape, "x")
+        x = np.where(rng.random(shape) < 0.5, np.zeros_like(x), x)
+        yield Sample((x,), note=f"{shape}")
+    yield Sample((x, 5), note="size 5 (fewer than the non-zeros)")
+    yield Sample((x, 30, 0), note="size 30, fill 0")
+
+
+@custom
+def masked_select_cases(T, shapes, dtype):
+    rng = shapes.rng("masked_select")
+    x = T((4, 6), "x")
+    yield Sample((x, rng.random((4, 6)) < 0.5), note="same shape")
+    yield Sample((x, rng.random((6,)) < 0.5), note="broadcast mask")
+    yield Sample((x, rng.random((4, 6)) < 0.7, 5, _fill_value(dtype, -1.0)), note="size 5, fill -1")
+
+
+@custom
+def isin_cases(T, shapes, dtype):
+    rng = shapes.rng("isin")
+    pool = T((12,), "pool", ints=(-5, 5))
+    yield Sample((pool[rng.integers(0, 12, (4, 5))], pool[:6]), note="half present")
+    yield Sample((pool[rng.integers(0, 12, (7,))], pool[3:9]), dict(invert=True), note="invert")
+
+
+# embedding ----------------------------------------------------------------------------------------------
+
+@custom
+def embedding_cases(T, shapes, dtype):
+    """embedding(input, weight, padding_idx, max_norm, norm_type): index tensors of rank 1-3, max_norm."""
+    rng = shapes.rng("embedding")
+    vocab, dim = (7, 4) if _tiny(shapes) else (50, 16)
+    w = T((vocab, dim), "w")
+    for shape in ((5,), (3, 4)) if _tiny(shapes) else ((5,), (3, 4), (2, 3, 17)):
+        yield Sample((rng.integers(0, vocab, shape).astype(np.int64), w), note=f"indices {shape}")
+    idx = rng.integers(0, vocab, (4, 3)).astype(np.int64)
+    yield Sample((idx, w), dict(padding_idx=1), note="padding_idx")
+    big = T((vocab, dim), "wb", low=-2.0, high=2.0)
+    for p in (2.0, 1.0, float("inf")):
+        yield Sample((idx, big), dict(max_norm=1.5, norm_type=p), note=f"max_norm 1.5, norm {p}", grad=False)
+
+
+@custom
+def embedding_backward_cases(T, shapes, dtype):
+    """embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)."""
+    rng = shapes.rng("embedding_backward")
+    vocab, dim = (6, 3) if _tiny(shapes) else (20, 8)
+    idx = rng.integers(0, vocab, (4, 5)).astype(np.int64)
+    g = T((4, 5, dim), "g")
+    yield Sample((g, idx, vocab, -1, False), note="plain")
+    yield Sample((g, idx, vocab, int(idx[0, 0]), False), note="padding_idx")
+    yield Sample((g, idx, vocab, -1, True), note="scale_grad_by_freq")
+
+
+@custom
+def one_hot_cases(T, shapes, dtype):
+    for shape in ((7,), (3, 4)):
+        yield Sample((T(shape, "i", ints=(0, 5)), 5), note=f"{shape}")
+    yield Sample((T((2, 3), "j", ints=(0, 3)), 8), note="more classes than values")
+
+
+# attention ----------------------------------------------------------------------------------------------
+
+def _qkv_shapes(shapes: ShapeSet):
+    """(B, H, L, S, E) attention problems: a tiny one for the slow backends, then longer and unaligned ones."""
+    if _tiny(shapes):
+        return ((1, 2, 5, 5, 4),)
+    return ((1, 1, 1, 1, 4), (2, 3, 17, 17, 8), (2, 2, 9, 33, 16))
+
+
+@custom
+def sdpa_cases(T, shapes, dtype):
+    """scaled_dot_product_attention: plain, causal, boolean and additive masks, scale, grouped-query heads,
+    unbatched 3-D inputs."""
+    rng = shapes.rng("sdpa")
+    for b, h, lq, lk, e in _qkv_shapes(shapes):
+        q, k, v = T((b, h, lq, e), "q"), T((b, h, lk, e), "k"), T((b, h, lk, e), "v")
+        yield Sample((q, k, v), note=f"{(b, h, lq, lk, e)}")
+        yield Sample((q, k, v), dict(is_causal=True), note=f"{(b, h, lq, lk, e)} causal")
+    b, h, lq, lk, e = _qkv_shapes(shapes)[-1]
+    q, k, v = T((b, h, lq, e), "q2"), T((b, h, lk, e), "k2"), T((b, h, lk, e), "v2")
+    mask = rng.random((lq, lk)) < 0.7
+    mask[:, 0] = True
+    yield Sample((q, k, v, mask), note="boolean mask")
+    yield Sample((q, k, v, T((b, 1, lq, lk), "bias")), dict(scale=0.3), note="additive mask, scale 0.3")
+    if not _tiny(shapes):
+        yield Sample((q, T((b, 1, lk, e), "k1"), T((b, 1, lk, e), "v1")), dict(enable_gqa=True), note="GQA")
+        yield Sample((T((7, 8), "q3"), T((5, 8), "k3"), T((5, 6), "v3")), note="2-D, value width 6")
+        dead = mask.copy()
+        dead[1] = False
+        yield Sample((q, k, v, dead), note="a row with no key (gives 0)", grad=False)
+
+
+@custom
+def flash_sdpa_cases(T, shapes, dtype):
+    """_scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, return_debug_mask, scale)."""
+    for b, h, lq, lk, e in _qkv_shapes(shapes):
+        q, k, v = T((b, h, lq, e), "q"), T((b, h, lk, e), "k"), T((b, h, lk, e), "v")
+        yield Sample((q, k, v), note=f"{(b, h, lq, lk, e)}")
+        yield Sample((q, k, v, 0.0, True), dict(scale=0.25), note=f"{(b, h, lq, lk, e)} causal, scale")
+
+
+@custom
+def efficient_sdpa_cases(T, shapes, dtype):
+    """_scaled_dot_product_efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropout_p,
+    is_causal, scale)."""
+    for b, h, lq, lk, e in _qkv_shapes(shapes):
+        q, k, v = T((b, h, lq, e), "q"), T((b, h, lk, e), "k"), T((b, h, lk, e), "v")
+        yield Sample((q, k, v, T((b, h, lq, lk), "bias"), True), note=f"{(b, h, lq, lk, e)} bias")
+        yield Sample((q, k, v, None, True, 0.0, True), note=f"{(b, h, lq, lk, e)} causal")
+    yield Sample((q, k, v, None, False), note="no log-sum-exp")
+
+
+@custom
+def flash_forward_cases(T, shapes, dtype):
+    """_flash_attention_forward: dense [B, L, H, E] with causal, sliding window, ALiBi and grouped-query heads;
+    varlen packed sequences (cum_seq int32)."""
+    b, h, lq, lk, e = (1, 2, 4, 5, 4) if _tiny(shapes) else (2, 4, 9, 12, 8)
+    q, k, v = T((b, lq, h, e), "q"), T((b, lk, h, e), "k"), T((b, lk, h, e), "v")
+    yield Sample((q, k, v, None, None, lq, lk, 0.0, False, False), note="dense")
+    yield Sample((q, k, v, None, None, lq, lk, 0.0, True, False), note="dense causal (bottom-right)")
+    yield Sample((q, k, v, None, None, lq, lk, 0.0, False, False),
+                 dict(window_size_left=2, window_size_right=1), note="sliding window 2/1")
+    if not _tiny(shapes):
+        slopes = np.asarray(2.0 ** -np.arange(1, h + 1), np.float32)
+        yield Sample((q, k, v, None, None, lq, lk, 0.0, True, False), dict(alibi_slopes=slopes), note="ALiBi")
+        yield Sample((q, T((b, lk, 2, e), "k2"), T((b, lk, 2, e), "v2"), None, None, lq, lk, 0.0, False, False),
+                     note="GQA (2 kv heads)")
+    cq = np.array([0, 3, 5, 9], np.int32) if not _tiny(shapes) else np.array([0, 2, 4], np.int32)
+    ck = np.array([0, 4, 9, 12], np.int32) if not _tiny(shapes) else np.array([0, 3, 5], np.int32)
+    tq, tk = int(cq[-1]), int(ck[-1])
+    qp, kp, vp = T((tq, h, e), "qp"), T((tk, h, e), "kp"), T((tk, h, e), "vp")
+    mq, mk = int(np.diff(cq).max()), int(np.diff(ck).max())
+    yield Sample((qp, kp, vp, cq, ck, mq, mk, 0.0, False, False), note="varlen")
+    yield Sample((qp, kp, vp, cq, ck, mq, mk, 0.0, True, False), note="varlen causal")
