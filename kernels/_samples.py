@@ -52,18 +52,16 @@ def tensor(shapes: ShapeSet, dtype: str, shape: Sequence[int], *key, low: float 
 
 def noncontig(a: np.ndarray) -> np.ndarray:
     """The same values as a non-contiguous numpy view (transposed storage for rank >= 2, every other element
-    of a twice-as-long buffer for rank 1). Rank 0 and empty arrays come back as they are."""
-    if a.ndim == 0 or a.size == 0:
+    of a twice-as-long buffer otherwise). Arrays of at most one element come back as they are."""
+    if a.size <= 1:                     # numpy calls every array of one element contiguous
         return a
     if a.ndim >= 2:
         out = np.asfortranarray(a)
-        if out.flags.c_contiguous:      # a size-1 axis makes F order C-contiguous too: fall through
-            pass
-        else:
+        if not out.flags.c_contiguous:  # (size-1 axes can make F order C-contiguous too)
             return out
-    flat = np.zeros((2,) + a.shape, dtype=a.dtype)
-    flat[0] = a
-    view = np.moveaxis(flat, 0, -1)[..., 0]
+    pairs = np.zeros(a.shape + (2,), dtype=a.dtype)
+    pairs[..., 0] = a
+    view = pairs[..., 0]
     assert not view.flags.c_contiguous and np.array_equal(view, a, equal_nan=True)
     return view
 

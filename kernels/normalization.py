@@ -1,10 +1,17 @@
-"""Normalisation layers."""
+"""Normalisation layers (category 6): layer, batch, group and RMS normalisation, in their
+`torch.nn.functional` form and as ATen's `native_*` operators that also return the statistics."""
 from __future__ import annotations
 
 import xbench as xb
 from xbench import Tensor
+from xbench.ops import Sample
+
+from ._samples import noncontig, tensor
 
 register = xb.ops.register
+
+_EPS = {"float16": 0.0009765625, "bfloat16": 0.0078125, "float32": 1.1920928955078125e-07,
+        "float64": 2.220446049250313e-16}
 
 
 def _norm_axes(input, normalized_shape) -> tuple[int, ...]:
@@ -14,22 +21,267 @@ def _norm_axes(input, normalized_shape) -> tuple[int, ...]:
     return tuple(range(input.ndim - len(shape), input.ndim))
 
 
-@register("normalization")
-def layer_norm(input: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor = None, eps: float = 1e-5):
+def _layer_norm(input, normalized_shape, weight, bias, eps):
     axes = _norm_axes(input, normalized_shape)
     mean = input.mean(axis=axes, keepdims=True)
     centered = input - mean
     var = (centered * centered).mean(axis=axes, keepdims=True)
-    out = centered * xb.rsqrt(var + eps)
+    rstd = xb.rsqrt(var + eps)
+    out = centered * rstd
     if weight is not None:
         out = out * weight
     if bias is not None:
         out = out + bias
-    return out
+    return out, mean, rstd
 
 
-@register("normalization")
-def rms_norm(input: Tensor, normalized_shape, weight: Tensor = None, eps: float = 1e-6):
+def _ln_samples(affine: bool = True, last_two: bool = True):
+    def gen(dtype, shapes):
+        for shape in shapes.reduction:
+            x = tensor(shapes, dtype, shape, "ln")
+            n = shape[-1:]
+            args = (x, n) + ((tensor(shapes, dtype, n, "lnw", low=0.5, high=1.5), tensor(shapes, dtype, n, "lnb"))
+                             if affine else (None, None))
+            yield Sample(args, note=f"{shape}")
+        shape = shapes.reduction[-1]
+        if last_two and len(shape) >= 3:
+            n = shape[-2:]
+            x = tensor(shapes, dtype, shape, "ln2")
+            yield Sample((x, n, tensor(shapes, dtype, n, "ln2w", low=0.5, high=1.5), None), {"eps": 1e-3},
+                         note=f"{shape} over the last two dims, no bias, eps=1e-3")
+        if affine:
+            x = tensor(shapes, dtype, (5, 17), "lnn")
+            yield Sample((x, (17,), None, None), note="no weight, no bias")
+        if shapes.noncontig:
+            x = noncontig(tensor(shapes, dtype, (9, 8), "lnnc"))
+            yield Sample((x, (8,), tensor(shapes, dtype, (8,), "lnncw"), tensor(shapes, dtype, (8,), "lnncb")),
+                         note="non-contiguous")
+    return gen
+
+
+@register("normalization", samples=_ln_samples(), torch="torch.nn.functional.layer_norm", grad=True)
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor = None, bias: Tensor = None, eps: float = 1e-5):
+    """(input - mean) / sqrt(var + eps) * weight + bias over the trailing `normalized_shape` dims."""
+    return _layer_norm(input, normalized_shape, weight, bias, eps)[0]
+
+
+def _native_ln_samples(dtype, shapes):
+    for s in _ln_samples()(dtype, shapes):
+        yield Sample(s.args + (s.kwargs.get("eps", 1e-5),), {}, s.note, s.grad)
+
+
+@register("normalization", samples=_native_ln_samples, torch="torch.ops.aten.native_layer_norm",
+          grad=("input", "weight", "bias"))
+def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor, bias: Tensor, eps: float):
+    """(out, mean, rstd) of layer_norm; the statistics keep the normalised dims as size 1."""
+    return _layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def _rstd_rms(input, normalized_shape, eps):
     axes = _norm_axes(input, normalized_shape)
-    out = input * xb.rsqrt((input * input).mean(axis=axes, keepdims=True) + eps)
+    if eps is None:
+        eps = _EPS[input.dtype]
+    return xb.rsqrt((input * input).mean(axis=axes, keepdims=True) + eps)
+
+
+def _rms_samples(dtype, shapes):
+    for s in _ln_samples()(dtype, shapes):
+        x, n, w = s.args[:3]
+        yield Sample((x, n, w), {"eps": 1e-6} if s.kwargs.get("eps") is None else s.kwargs, s.note, s.grad)
+    x = tensor(shapes, dtype, (4, 33), "rmsdef")
+    yield Sample((x, (33,)), note="eps from the dtype (None)")
+
+
+@register("normalization", samples=_rms_samples, torch="torch.nn.functional.rms_norm", grad=True)
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor = None, eps: float | None = None):
+    """input / sqrt(mean(input**2) + eps) * weight over the trailing dims (eps=None: the dtype's epsilon)."""
+    out = input * _rstd_rms(input, normalized_shape, eps)
     return out if weight is None else out * weight
+
+
+def _fused_rms_samples(dtype, shapes):
+    for s in _rms_samples(dtype, shapes):
+        args = s.args + (None,) * (3 - len(s.args))
+        yield Sample(args + (s.kwargs.get("eps"),), {}, s.note, s.grad)
+
+
+@register("normalization", samples=_fused_rms_samples, torch="torch.ops.aten._fused_rms_norm",
+          grad=("input", "weight"))
+def _fused_rms_norm(input: Tensor, normalized_shape, weight: Tensor, eps: float | None):
+    """(out, rstd) of rms_norm."""
+    rstd = _rstd_rms(input, normalized_shape, eps)
+    out = input * rstd
+    return (out if weight is None else out * weight), rstd
+
+
+# ---- batch norm -----------------------------------------------------------------------------------------
+
+def _channel(v, ndim: int):
+    return v.reshape((v.shape[0],) + (1,) * (ndim - 2))
+
+
+def _bn_samples(dtype, shapes):
+    cases = [(8, 5), (4, 3, 17)] + [s for s in shapes.image[:2]]
+    for shape in cases:
+        c = shape[1]
+        x = tensor(shapes, dtype, shape, "bn")
+        w = tensor(shapes, dtype, (c,), "bnw", low=0.5, high=1.5)
+        b = tensor(shapes, dtype, (c,), "bnb")
+        rm = tensor(shapes, dtype, (c,), "bnrm", low=-0.5, high=0.5)
+        rv = tensor(shapes, dtype, (c,), "bnrv", low=0.5, high=2.0)
+        yield Sample((x, rm, rv, w, b, True), note=f"{shape} training")
+        yield Sample((x, rm, rv, w, b, False), note=f"{shape} inference")
+    x = tensor(shapes, dtype, (6, 4), "bnn")
+    yield Sample((x, None, None, None, None, True), note="training without running stats or affine")
+    if shapes.noncontig:
+        x = noncontig(tensor(shapes, dtype, (7, 5), "bnnc"))
+        yield Sample((x, None, None, tensor(shapes, dtype, (5,), "bnncw"), None, True), note="non-contiguous")
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training: bool, eps: float):
+    axes = (0,) + tuple(range(2, input.ndim))
+    if training:
+        mean = input.mean(axis=axes, keepdims=True)
+        centered = input - mean
+        var = (centered * centered).mean(axis=axes, keepdims=True)
+        invstd = xb.rsqrt(var + eps)
+        save_mean, save_invstd = mean.reshape(-1), invstd.reshape(-1)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm in inference (training=False) needs running_mean and running_var")
+        centered = input - _channel(running_mean, input.ndim)
+        invstd = _channel(xb.rsqrt(running_var + eps), input.ndim)
+        save_mean = save_invstd = xb.zeros((0,), input.dtype)
+    out = centered * invstd
+    if weight is not None:
+        out = out * _channel(weight, input.ndim)
+    if bias is not None:
+        out = out + _channel(bias, input.ndim)
+    return out, save_mean, save_invstd
+
+
+@register("normalization", samples=_bn_samples, torch="torch.nn.functional.batch_norm",
+          grad=("input", "weight", "bias"),
+          notes="functional: running statistics are read, not updated (compute them from native_batch_norm's "
+                "save_mean and the batch variance)")
+def batch_norm(input: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor = None,
+               bias: Tensor = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
+    """Normalise each channel (dim 1) by the batch statistics (training) or the running ones (inference)."""
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, eps)[0]
+
+
+def _native_bn_samples(dtype, shapes):
+    for s in _bn_samples(dtype, shapes):
+        x, rm, rv, w, b, training = s.args
+        yield Sample((x, w, b, rm, rv, training, 0.1, 1e-5), {}, s.note, s.grad)
+
+
+@register("normalization", samples=_native_bn_samples, torch="torch.ops.aten.native_batch_norm",
+          grad=("input", "weight", "bias"),
+          notes="returns (out, save_mean, save_invstd) (empty in inference, as on PyTorch's CPU); running "
+                "statistics are not updated in place")
+def native_batch_norm(input: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                      training: bool, momentum: float, eps: float):
+    """ATen's native_batch_norm: (out, save_mean, save_invstd)."""
+    return _batch_norm(input, weight, bias, running_mean, running_var, training, eps)
+
+
+# ---- group norm -----------------------------------------------------------------------------------------
+
+def _group_norm(input, num_groups: int, weight, bias, eps: float):
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups:
+        raise ValueError(f"group_norm: {c} channels do not split into {num_groups} groups")
+    g = input.reshape((n, num_groups, -1))
+    mean = g.mean(axis=-1, keepdims=True)
+    centered = g - mean
+    var = (centered * centered).mean(axis=-1, keepdims=True)
+    rstd = xb.rsqrt(var + eps)
+    out = (centered * rstd).reshape(input.shape)
+    if weight is not None:
+        out = out * _channel(weight, input.ndim)
+    if bias is not None:
+        out = out + _channel(bias, input.ndim)
+    return out, mean.reshape((n, num_groups)), rstd.reshape((n, num_groups))
+
+
+def _gn_samples(dtype, shapes):
+    cases = [((2, 6, 5), 3), ((3, 4), 2), ((2, 8, 4, 4), 4), ((1, 6, 9, 2), 1), ((2, 6, 3), 6)]
+    for shape, groups in cases:
+        c = shape[1]
+        x = tensor(shapes, dtype, shape, "gn")
+        yield Sample((x, groups, tensor(shapes, dtype, (c,), "gnw", low=0.5, high=1.5),
+                      tensor(shapes, dtype, (c,), "gnb")), note=f"{shape} groups={groups}")
+    x = tensor(shapes, dtype, (2, 4, 7), "gnn")
+    yield Sample((x, 2), note="no affine")
+    if shapes.noncontig:
+        yield Sample((noncontig(tensor(shapes, dtype, (5, 6), "gnnc")), 3), note="non-contiguous")
+
+
+@register("normalization", samples=_gn_samples, torch="torch.nn.functional.group_norm", grad=True)
+def group_norm(input: Tensor, num_groups: int, weight: Tensor = None, bias: Tensor = None, eps: float = 1e-5):
+    """Normalise each of `num_groups` channel groups of every sample, then scale and shift per channel."""
+    return _group_norm(input, num_groups, weight, bias, eps)[0]
+
+
+def _native_gn_samples(dtype, shapes):
+    for s in _gn_samples(dtype, shapes):
+        x, groups = s.args[:2]
+        w, b = (s.args[2:] + (None, None))[:2]
+        hw = 1
+        for d in x.shape[2:]:
+            hw *= d
+        yield Sample((x, w, b, x.shape[0], x.shape[1], hw, groups, 1e-5), {}, s.note, s.grad)
+
+
+@register("normalization", samples=_native_gn_samples, torch="torch.ops.aten.native_group_norm",
+          grad=("input", "weight", "bias"))
+def native_group_norm(input: Tensor, weight: Tensor, bias: Tensor, N: int, C: int, HxW: int, group: int,
+                      eps: float):
+    """ATen's native_group_norm: (out, mean, rstd), the statistics shaped (N, group)."""
+    if input.shape[0] != N or input.shape[1] != C or input.size != N * C * HxW:
+        raise ValueError(f"native_group_norm: N={N}, C={C}, HxW={HxW} do not describe input {input.shape}")
+    return _group_norm(input, group, weight, bias, eps)
+
+
+# ---- renorm, weight norm --------------------------------------------------------------------------------
+
+def _renorm_samples(dtype, shapes):
+    for shape, dim in (((5, 7), 0), ((4, 6, 3), 1), ((3, 17), -1)):
+        x = tensor(shapes, dtype, shape, "renorm")
+        yield Sample((x, 2, dim, 1.5), note=f"{shape} p=2 dim={dim}")
+        yield Sample((x, 1, dim, 2.0), note=f"{shape} p=1 dim={dim}")
+    if shapes.noncontig:
+        yield Sample((noncontig(tensor(shapes, dtype, (6, 5), "renormnc")), 2, 0, 1.0), note="non-contiguous")
+
+
+@register("normalization", samples=_renorm_samples, torch="torch.renorm", grad=("input",))
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float):
+    """Each slice along `dim` whose p-norm exceeds `maxnorm` is scaled down to norm `maxnorm`."""
+    d = dim % input.ndim
+    others = tuple(a for a in range(input.ndim) if a != d)
+    a = xb.abs(input)
+    if p == 2:
+        nrm = xb.sqrt((input * input).sum(axis=others, keepdims=True))
+    elif p == 1:
+        nrm = a.sum(axis=others, keepdims=True)
+    else:
+        nrm = xb.power((a ** float(p)).sum(axis=others, keepdims=True), 1.0 / p)
+    scale = xb.where(nrm > maxnorm, maxnorm / (nrm + 1e-7), 1.0)
+    return input * scale
+
+
+def _wn_samples(dtype, shapes):
+    for shape, dim in (((6, 5), 0), ((4, 3, 5), 0), ((4, 7), 1), ((3, 4, 5), 2)):
+        v = tensor(shapes, dtype, shape, "wnv")
+        gshape = tuple(n if i == dim else 1 for i, n in enumerate(shape))
+        yield Sample((v, tensor(shapes, dtype, gshape, "wng", low=0.5, high=2.0), dim), note=f"{shape} dim={dim}")
+
+
+@register("normalization", samples=_wn_samples, torch="torch._weight_norm_interface", grad=("v", "g"))
+def _weight_norm_interface(v: Tensor, g: Tensor, dim: int = 0):
+    """(v * g / ||v||, ||v||): the norm over every dim but `dim`, kept with size 1."""
+    d = dim % v.ndim
+    others = tuple(a for a in range(v.ndim) if a != d)
+    nrm = xb.sqrt((v * v).sum(axis=others, keepdims=True))
+    return v * (g / nrm), nrm

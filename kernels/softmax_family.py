@@ -1,19 +1,87 @@
-"""Softmax and log-softmax (numerically stable: the row maximum is subtracted first)."""
+"""Softmax and log-softmax (category 4), numerically stable: the row maximum is subtracted first."""
 from __future__ import annotations
 
 import xbench as xb
 from xbench import Tensor
+from xbench.ops import Sample
+
+from ._samples import reduction, special
 
 register = xb.ops.register
 
+_SAMPLES = reduction(-5.0, 5.0, keepdim=False, full=False, multi_dim=False)
 
-@register("softmax")
-def softmax(input: Tensor, dim: int = -1):
-    e = xb.exp(input - input.max(axis=dim, keepdims=True))
+
+def _with_dtype(gen):
+    def samples(dtype, shapes):
+        yield from gen(dtype, shapes)
+        if dtype == "float16":
+            s = next(iter(gen(dtype, shapes)))
+            yield Sample(s.args, {**s.kwargs, "dtype": "float32"}, note="dtype=float32")
+    return samples
+
+
+def _softmax(x, dim: int):
+    e = xb.exp(x - x.max(axis=dim, keepdims=True))
     return e / e.sum(axis=dim, keepdims=True)
 
 
-@register("softmax")
-def log_softmax(input: Tensor, dim: int = -1):
-    shifted = input - input.max(axis=dim, keepdims=True)
+def _log_softmax(x, dim: int):
+    shifted = x - x.max(axis=dim, keepdims=True)
     return shifted - xb.log(xb.exp(shifted).sum(axis=dim, keepdims=True))
+
+
+def _cast(x, dtype):
+    return x if dtype is None else x.astype(dtype)
+
+
+@register("softmax", samples=_with_dtype(_SAMPLES), torch="torch.softmax", grad=True,
+          notes="dim defaults to -1 (PyTorch requires it)")
+def softmax(input: Tensor, dim: int = -1, dtype=None):
+    """exp(input) / sum(exp(input)) along `dim` (input cast to `dtype` first, if given)."""
+    return _softmax(_cast(input, dtype), dim)
+
+
+@register("softmax", samples=_with_dtype(_SAMPLES), torch="torch.log_softmax", grad=True,
+          notes="dim defaults to -1 (PyTorch requires it)")
+def log_softmax(input: Tensor, dim: int = -1, dtype=None):
+    """log(softmax(input)) along `dim`, computed as shifted - log(sum(exp(shifted)))."""
+    return _log_softmax(_cast(input, dtype), dim)
+
+
+def _aten_samples(dtype, shapes):
+    for s in _SAMPLES(dtype, shapes):
+        yield Sample(s.args, {"dim": s.kwargs["dim"], "half_to_float": False}, s.note, s.grad)
+
+
+@register("softmax", name="_softmax", samples=_aten_samples, torch="torch.ops.aten._softmax", grad=True,
+          notes="half_to_float=True gives float32 from float16 input (PyTorch supports it on CUDA only)")
+def _softmax_op(self: Tensor, dim: int, half_to_float: bool):
+    """ATen's _softmax(self, dim, half_to_float)."""
+    x = self.astype("float32") if half_to_float and self.dtype == "float16" else self
+    return _softmax(x, dim)
+
+
+@register("softmax", name="_log_softmax", samples=_aten_samples, torch="torch.ops.aten._log_softmax", grad=True,
+          notes="half_to_float=True gives float32 from float16 input (PyTorch supports it on CUDA only)")
+def _log_softmax_op(self: Tensor, dim: int, half_to_float: bool):
+    """ATen's _log_softmax(self, dim, half_to_float)."""
+    x = self.astype("float32") if half_to_float and self.dtype == "float16" else self
+    return _log_softmax(x, dim)
+
+
+def _safe_samples(dtype, shapes):
+    yield from _SAMPLES(dtype, shapes)
+    rows = special(dtype, (3, 4), (float("-inf"),) * 4 + (1.0, float("-inf"), 2.0, 0.5) + (-1.0, 0.0, 1.0, 2.0))
+    yield Sample((rows,), {"dim": -1}, note="a fully masked row (all -inf)", grad=False)
+
+
+@register("softmax", samples=_safe_samples, torch="torch.ops.aten._safe_softmax", grad=True)
+def _safe_softmax(self: Tensor, dim: int, dtype=None):
+    """softmax, but 0 (not NaN) on rows that are entirely -inf (fully masked attention rows)."""
+    x = _cast(self, dtype)
+    m = x.max(axis=dim, keepdims=True)
+    masked = m == float("-inf")
+    e = xb.exp(x - xb.where(masked, 0.0, m))
+    out = e / e.sum(axis=dim, keepdims=True)
+    return xb.where(masked, 0.0, out)

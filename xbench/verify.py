@@ -43,6 +43,8 @@ class Comparison:
     atol: float
     mismatches: int
     message: str = ""
+    ratio: float = 0.0          # the largest |out - ref| / (atol + rtol * |ref|): <= 1 passes
+
 
     def __bool__(self) -> bool:
         return self.ok
@@ -64,7 +66,8 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None, reductio
         diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
         err = float(diff.max()) if diff.size else 0.0
         return Comparison(n == 0, err, err, idx, 0, 0, n,
-                          "" if n == 0 else f"{n} of {out.size} values differ (first at {idx}: {out[idx]} vs {ref[idx]})")
+                          "" if n == 0 else f"{n} of {out.size} values differ (first at {idx}: {out[idx]} vs {ref[idx]})",
+                          0.0 if n == 0 else math.inf)
     o = out.astype(np.float64)
     r = ref.astype(np.float64)
     out_dtype = canonical(out.dtype)
@@ -82,8 +85,14 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None, reductio
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(finite & np.isfinite(o), np.abs(o - r), 0.0)
         rel = np.where(finite & (r != 0), diff / np.abs(np.where(r == 0, 1, r)), 0.0)
-    close = diff <= atol + rtol * np.abs(np.where(finite, r, 0))
+    allowed = atol + rtol * np.abs(np.where(finite, r, 0))
+    close = diff <= allowed
     good = nan_ok & inf_ok & (close | ~finite)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(diff > 0, diff / allowed, 0.0)
+    ratio = float(ratios.max()) if ratios.size else 0.0
+    if not (nan_ok & inf_ok).all():
+        ratio = math.inf
     n = int((~good).sum())
     worst = None
     if n:
@@ -94,7 +103,7 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None, reductio
     max_rel = float(rel.max()) if rel.size else 0.0
     msg = "" if n == 0 else (f"{n} of {out.size} values outside tolerance (rtol {rtol:.2g}, atol {atol:.2g}); "
                              f"first at {worst}: {out[worst]!r} vs reference {ref[worst]!r}")
-    return Comparison(n == 0, max_abs, max_rel, worst, rtol, atol, n, msg)
+    return Comparison(n == 0, max_abs, max_rel, worst, rtol, atol, n, msg, ratio)
 
 
 def reduction_length(graph) -> int:

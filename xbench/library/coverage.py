@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ..cache import atomic_write
 from ..config import cache_dir
 from ..dtypes import SHORT
-from ..ops import SHAPES, info
+from ..ops import SHAPES, ShapeSet, info
 from ..ops import list as op_list
 from .harness import PSEUDO, Cell, check, iter_cells
 
@@ -41,6 +41,7 @@ class Grid:
     shapes: dict[str, str]
     seconds: float = 0.0
     meta: dict = field(default_factory=dict)
+    load_errors: dict[str, str] = field(default_factory=dict)    # library modules that failed to import
 
     @property
     def failures(self) -> list[Cell]:
@@ -67,15 +68,21 @@ class Grid:
             seen.setdefault(c.op, None)
         return list(seen)
 
+    @property
+    def ok(self) -> bool:
+        """No failing cell and no library module that failed to import."""
+        return not self.failures and not self.load_errors
+
     def summary(self) -> str:
         n = len(self.cells)
+        broken = f"; {len(self.load_errors)} library module(s) failed to import" if self.load_errors else ""
         return (f"{len(self.ops)} operators, {n} cells: {len(self.passed)} pass, {len(self.failures)} fail, "
-                f"{len(self.unsupported)} unsupported ({self.seconds:.0f} s)")
+                f"{len(self.unsupported)} unsupported ({self.seconds:.0f} s){broken}")
 
     # ---- renderings ----------------------------------------------------------------------------------
     def to_json(self) -> str:
         return json.dumps({"backends": self.backends, "shapes": self.shapes, "seconds": round(self.seconds, 1),
-                           "meta": self.meta, "summary": self.summary(),
+                           "meta": self.meta, "summary": self.summary(), "load_errors": self.load_errors,
                            "cells": [c.to_dict() for c in self.cells]}, indent=1)
 
     def to_csv(self) -> str:
@@ -106,6 +113,9 @@ class Grid:
                         c = None
                     row.append("" if c is None else _md_cell(c))
                 lines.append(f"| `{op}` | {cat} | {d} | " + " | ".join(row) + " |")
+        if self.load_errors:
+            lines += ["", "## Library modules that failed to import", ""]
+            lines += [f"- `{m}`: {e.splitlines()[0]}" for m, e in self.load_errors.items()]
         if self.failures:
             lines += ["", "## Failures", ""]
             lines += [f"- `{c.op}` {c.backend} {c.dtype}: {c.reason} — sample {c.sample}" for c in self.failures]
@@ -130,6 +140,8 @@ class Grid:
             out.append(f"{op:28s} " + " ".join(parts))
         out.append("")
         out.append(self.summary())
+        for m, e in self.load_errors.items():
+            out.append(f"library module {m!r} failed to import: {e.splitlines()[0]}")
         if self.failures:
             out.append("\nfailures:")
             for c in self.failures:
@@ -166,7 +178,9 @@ def _md_cell(c: Cell) -> str:
     if c.status == "pass":
         return "pass"
     if c.status == "fail":
-        return f"**fail** ({c.error:.2g})" if c.error == c.error and c.error != float("inf") else "**fail** (error)"
+        if c.error == c.error and c.error != float("inf"):
+            return f"**fail** ({c.error:.2g}, {c.ratio:.2g}x tol)"
+        return "**fail** (error)"
     return f"unsupported ({c.reason.replace('|', '/')})"
 
 
@@ -191,8 +205,9 @@ def select_ops(ops: Iterable[str] | None = None, categories: Iterable[str] | Non
 
 
 def run(ops: Iterable[str] | None = None, categories: Iterable[str] | None = None,
-        backends: Sequence[str] | None = None, dtypes: Iterable[str] | None = None, shapes: str = "full",
-        slow_shapes: str = "tiny", limit: int | None = None, slow_limit: int | None = None,
+        backends: Sequence[str] | None = None, dtypes: Iterable[str] | None = None,
+        shapes: str | ShapeSet = "full", slow_shapes: str | ShapeSet = "tiny", limit: int | None = None,
+        slow_limit: int | None = None,
         torch: bool = True, grad: bool = True, progress: bool = True, save: bool = True) -> Grid:
     """Run the grid. `shapes`: the shape set for reference/cpu; `slow_shapes`: for cuda and ascend;
     `limit` / `slow_limit`: at most that many samples per cell."""
@@ -204,18 +219,21 @@ def run(ops: Iterable[str] | None = None, categories: Iterable[str] | None = Non
         cols.append("torch")
     if grad:
         cols.append("grad")
-    shape_of = {b: (slow_shapes if b in SLOW_BACKENDS else shapes) for b in cols}
+    sets = {b: (slow_shapes if b in SLOW_BACKENDS else shapes) for b in cols}
+    sets = {b: SHAPES[v] if isinstance(v, str) else v for b, v in sets.items()}
+    shape_of = {b: v.name for b, v in sets.items()}
     limit_of = {b: (slow_limit if b in SLOW_BACKENDS else limit) for b in cols}
     todo = list(iter_cells(names, cols, set(dtypes) if dtypes else None, shape_of))
     cells = []
     for i, (name, backend, dtype) in enumerate(todo):
-        c = check(name, backend, dtype, SHAPES[shape_of[backend]], limit_of[backend])
+        c = check(name, backend, dtype, sets[backend], limit_of[backend])
         cells.append(c)
         if progress:
             print(f"[{i + 1}/{len(todo)}] {name} {backend} {dtype}: {c.short()[:100]} ({c.seconds:.1f} s)",
                   file=sys.stderr, flush=True)
+    from ..ops import LOAD_ERRORS
     grid = Grid(cells, cols, shape_of, time.perf_counter() - t0,
-                {"ops": len(names), "limit": limit, "slow_limit": slow_limit})
+                {"ops": len(names), "limit": limit, "slow_limit": slow_limit}, dict(LOAD_ERRORS))
     if save:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         path = cache_dir("coverage") / f"grid-{stamp}.json"
@@ -226,7 +244,8 @@ def run(ops: Iterable[str] | None = None, categories: Iterable[str] | None = Non
 
 
 def coverage(ops: Iterable[str] | None = None, categories: Iterable[str] | None = None,
-             backends: Sequence[str] | None = None, dtypes: Iterable[str] | None = None, shapes: str = "quick",
+             backends: Sequence[str] | None = None, dtypes: Iterable[str] | None = None,
+             shapes: str | ShapeSet = "quick",
              **kwargs) -> Grid:
     """The library's coverage grid (see `run`); the notebook shows it as a markdown table."""
     kwargs.setdefault("progress", True)
@@ -267,4 +286,4 @@ def main(argv: list[str] | None = None) -> int:
     print(f"saved {grid.meta.get('saved')}", file=sys.stderr)
     if a.out:
         print(f"wrote {grid.save(a.out)}", file=sys.stderr)
-    return 1 if grid.failures else 0
+    return 0 if grid.ok else 1

@@ -36,6 +36,7 @@ class Cell:
     dtype: str
     status: str                    # pass | fail | unsupported
     error: float = 0.0             # worst max-abs error over the samples (inf for an exception)
+    ratio: float = 0.0             # worst error as a fraction of its tolerance (<= 1 passes)
     reason: str = ""               # why unsupported, or what failed
     sample: str = ""               # the sample that gave the worst error (or the failure)
     samples: int = 0               # how many samples were checked
@@ -48,15 +49,16 @@ class Cell:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        if not math.isfinite(d["error"]):
-            d["error"] = str(d["error"])
+        for k in ("error", "ratio"):
+            if not math.isfinite(d[k]):
+                d[k] = str(d[k])
         return d
 
     def short(self) -> str:
         if self.status == "pass":
             return "pass"
         if self.status == "fail":
-            return f"FAIL ({_fmt(self.error)})"
+            return f"FAIL (error {_fmt(self.error)}, {_fmt(self.ratio)}x tolerance)"
         return f"unsupported ({self.reason})"
 
 
@@ -93,16 +95,18 @@ class _Acc:
         self.cell = Cell(op, backend, dtype, "pass")
         self.t0 = time.perf_counter()
 
-    def sample_ok(self, s: Sample, err: float) -> None:
+    def sample_ok(self, s: Sample, err: float, ratio: float = 0.0) -> None:
         self.cell.samples += 1
-        if err > self.cell.error or not self.cell.sample:
-            self.cell.error = max(self.cell.error, err)
+        if ratio > self.cell.ratio or not self.cell.sample:
             self.cell.sample = repr(s)
+        self.cell.error = max(self.cell.error, err)
+        self.cell.ratio = max(self.cell.ratio, ratio)
 
-    def fail(self, s: Sample | None, reason: str, err: float = math.inf) -> Cell:
+    def fail(self, s: Sample | None, reason: str, err: float = math.inf, ratio: float = math.inf) -> Cell:
         self.cell.samples += 1
         self.cell.status = "fail"
         self.cell.error = err
+        self.cell.ratio = ratio
         self.cell.reason = reason
         self.cell.sample = repr(s) if s is not None else ""
         return self.done()
@@ -155,8 +159,8 @@ def check_backend(inf: OpInfo, backend: str, dtype: str, shapes: ShapeSet | str 
             continue
         if not worst.ok:
             i = results.index(worst)
-            return acc.fail(s, f"output {i}: {worst.message}", worst.max_abs_error)
-        acc.sample_ok(s, max(c.max_abs_error for c in results))
+            return acc.fail(s, f"output {i}: {worst.message}", worst.max_abs_error, worst.ratio)
+        acc.sample_ok(s, max(c.max_abs_error for c in results), max(c.ratio for c in results))
     return acc.done()
 
 
@@ -280,9 +284,10 @@ def check_torch(inf: OpInfo, dtype: str, shapes: ShapeSet | str = "quick", limit
             else:
                 c = compare(tv, r, odt)
             if not c.ok:
-                return acc.fail(s, f"output {i}: PyTorch differs from the reference: {c.message}", c.max_abs_error)
-            errs.append(c.max_abs_error)
-        acc.sample_ok(s, max(errs, default=0.0))
+                return acc.fail(s, f"output {i}: PyTorch differs from the reference: {c.message}", c.max_abs_error,
+                                c.ratio)
+            errs.append((c.max_abs_error, c.ratio))
+        acc.sample_ok(s, max((e for e, _ in errs), default=0.0), max((r for _, r in errs), default=0.0))
     return acc.done()
 
 
@@ -340,7 +345,7 @@ def _loss_operator(inf: OpInfo, names: list[str], kw: dict, cts: list[np.ndarray
         return total
 
     body.__signature__ = inspect.Signature(
-        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
     return Operator(body, name=f"loss_{inf.name}")
 
 
@@ -385,7 +390,7 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
             grads = dict(zip(wrt, g if isinstance(g, tuple) else (g,)))
         except Exception as exc:
             return acc.fail(s, f"xb.grad failed: {type(exc).__name__}: {_one_line(exc)}")
-        worst = 0.0
+        worst, worst_ratio = 0.0, 0.0
         # finite differences along random directions, one argument at a time
         for nm in wrt:
             i = names.index(nm)
@@ -395,7 +400,7 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
 
                 def f(t, i=i, x=x, v=v, pos=pos, loss=loss):
                     args = list(pos)
-                    args[i] = x + t * v
+                    args[i] = np.asarray(x + t * v)
                     return float(loss.run(*args, backend="reference"))
                 fd = (f(FD_STEP) - f(-FD_STEP)) / (2 * FD_STEP)
                 an = float(np.sum(np.asarray(grads[nm], np.float64) * v))
@@ -405,8 +410,8 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
                 err = abs(fd - an)
                 if not err <= tol:
                     return acc.fail(s, f"d/d{nm} along a random direction: finite differences {fd:.10g}, "
-                                       f"xb.grad {an:.10g} (tolerance {tol:.2g})", err)
-                worst = max(worst, err)
+                                       f"xb.grad {an:.10g} (tolerance {tol:.2g})", err, err / tol)
+                worst, worst_ratio = max(worst, err), max(worst_ratio, err / tol)
         # torch.autograd
         if inf.torch is not None and not isinstance(inf.torch, NoTorch):
             try:
@@ -432,8 +437,9 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
                     c = compare(np.asarray(grads[nm], np.float64), theirs, "float64",
                                 max(1, sum(np.asarray(o).size for o in outs)), "reduction")
                     if not c.ok:
-                        return acc.fail(s, f"d/d{nm} differs from torch.autograd: {c.message}", c.max_abs_error)
-                    worst = max(worst, c.max_abs_error)
+                        return acc.fail(s, f"d/d{nm} differs from torch.autograd: {c.message}", c.max_abs_error,
+                                        c.ratio)
+                    worst, worst_ratio = max(worst, c.max_abs_error), max(worst_ratio, c.ratio)
         else:
             acc.note("no PyTorch counterpart: checked against finite differences only")
         if verify_backend:
@@ -448,8 +454,8 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
             for c in res:
                 if not c.ok:
                     return acc.fail(s, f"the gradient operator on {verify_backend} differs from the reference: "
-                                       f"{c.message}", c.max_abs_error)
-        acc.sample_ok(s, worst)
+                                       f"{c.message}", c.max_abs_error, c.ratio)
+        acc.sample_ok(s, worst, worst_ratio)
     return acc.done()
 
 

@@ -216,14 +216,26 @@ def register(category: str, name: str | None = None, *, aliases: Iterable[str] =
     return deco
 
 
+LOAD_ERRORS: dict[str, str] = {}
+
+
 def _load_all() -> None:
+    """Import every library module. A module that fails to import is reported (a warning, `LOAD_ERRORS`, and
+    a failure row in the coverage grid) without hiding the operators of the others."""
     global _loaded
     if _loaded:
         return
     _loaded = True
     for mod in pkgutil.iter_modules(__path__):
         if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+            try:
+                importlib.import_module(f"{__name__}.{mod.name}")
+            except Exception as exc:
+                import traceback
+                import warnings
+                LOAD_ERRORS[mod.name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-2)}"
+                warnings.warn(f"xbench library module {mod.name!r} failed to import: {type(exc).__name__}: {exc}",
+                              RuntimeWarning, stacklevel=2)
 
 
 def list(category: str | None = None, aliases: bool = True) -> builtins.list[str]:
@@ -248,8 +260,9 @@ def get(name: str) -> Operator:
     if name not in REGISTRY:
         import difflib
         close = difflib.get_close_matches(name, REGISTRY, n=3)
+        broken = f" (library modules that failed to import: {', '.join(LOAD_ERRORS)})" if LOAD_ERRORS else ""
         raise AttributeError(f"xb.ops has no operator {name!r}" + (f"; did you mean {', '.join(close)}?" if close
-                                                                    else ""))
+                                                                    else "") + broken)
     return REGISTRY[name][0]
 
 

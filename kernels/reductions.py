@@ -1,0 +1,302 @@
+"""Reductions (category 5), with PyTorch's dtype rules: sums and products of integers and bools give int64,
+arg-reductions int64, predicates bool; `dim` is an int, a tuple of ints or None (every dim)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import xbench as xb
+from xbench import Tensor
+from xbench.ops import BOOL, FLOATS, INTS, Sample
+
+from ._samples import noncontig, reduction, special, tensor
+
+register = xb.ops.register
+NUM = FLOATS + INTS
+
+
+def _axes(x, dim):
+    """PyTorch's dim argument as xbench axes (None and () mean every dim)."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return None
+    return tuple(dim) if isinstance(dim, (tuple, list)) else dim
+
+
+def _widen(x, dtype):
+    """The accumulation type PyTorch gives sums and products: `dtype` if given, int64 for ints and bools."""
+    if dtype is not None:
+        return x.astype(dtype)
+    return x if x.dtype in FLOATS else x.astype("int64")
+
+
+@register("reduction", samples=reduction(ints=(-20, 20)), torch="torch.sum", grad=True, dtypes=NUM + BOOL)
+def sum(input: Tensor, dim=None, keepdim: bool = False, dtype=None):
+    """Sum over `dim` (integers and bools give int64)."""
+    return _widen(input, dtype).sum(axis=_axes(input, dim), keepdims=keepdim)
+
+
+@register("reduction", samples=reduction(), torch="torch.nansum", grad=True, dtypes=NUM)
+def nansum(input: Tensor, dim=None, keepdim: bool = False, dtype=None):
+    """Sum over `dim`, NaN counted as zero."""
+    x = _widen(input, dtype)
+    if x.dtype in FLOATS:
+        x = xb.where(xb.isnan(x), 0.0, x)
+    return x.sum(axis=_axes(input, dim), keepdims=keepdim)
+
+
+@register("reduction", samples=reduction(), torch="torch.mean", grad=True, dtypes=FLOATS)
+def mean(input: Tensor, dim=None, keepdim: bool = False, dtype=None):
+    """Mean over `dim` (float inputs only, as PyTorch)."""
+    x = input if dtype is None else input.astype(dtype)
+    return x.mean(axis=_axes(input, dim), keepdims=keepdim)
+
+
+@register("reduction", samples=reduction(0.5, 1.5, ints=(-1, 2), multi_dim=False), torch="torch.prod",
+          grad=True, dtypes=NUM + BOOL)
+def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, dtype=None):
+    """Product over `dim` (one dim, or all; integers and bools give int64)."""
+    if isinstance(dim, (tuple, list)):
+        raise ValueError("prod takes one dim (an int) or None, as in PyTorch; reduce twice for more")
+    return _widen(input, dtype).prod(axis=dim, keepdims=keepdim)
+
+
+def _values_indices(kind: str):
+    def gen(dtype, shapes):
+        yield from reduction(ints=(-1000, 1000), multi_dim=False)(dtype, shapes)
+    return gen
+
+
+def _max_min(x, dim, keepdim: bool, kind: str):
+    if dim is None:
+        return x.max() if kind == "max" else x.min()
+    values = x.max(axis=dim, keepdims=keepdim) if kind == "max" else x.min(axis=dim, keepdims=keepdim)
+    indices = x.argmax(axis=dim, keepdims=keepdim) if kind == "max" else x.argmin(axis=dim, keepdims=keepdim)
+    return values, indices
+
+
+@register("reduction", samples=_values_indices("max"), torch="torch.max", grad=True, dtypes=NUM)
+def max(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """The maximum of every element, or (values, indices) along `dim` (NaN propagates)."""
+    return _max_min(input, dim, keepdim, "max")
+
+
+@register("reduction", samples=_values_indices("min"), torch="torch.min", grad=True, dtypes=NUM)
+def min(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """The minimum of every element, or (values, indices) along `dim` (NaN propagates)."""
+    return _max_min(input, dim, keepdim, "min")
+
+
+@register("reduction", samples=reduction(ints=(-1000, 1000), empty=False), torch="torch.amax", grad=True,
+          dtypes=NUM)
+def amax(input: Tensor, dim=(), keepdim: bool = False):
+    """Maximum over `dim` (a tuple; () means every dim)."""
+    return input.max(axis=_axes(input, dim), keepdims=keepdim)
+
+
+@register("reduction", samples=reduction(ints=(-1000, 1000), empty=False), torch="torch.amin", grad=True,
+          dtypes=NUM)
+def amin(input: Tensor, dim=(), keepdim: bool = False):
+    """Minimum over `dim` (a tuple; () means every dim)."""
+    return input.min(axis=_axes(input, dim), keepdims=keepdim)
+
+
+_ARG = reduction(ints=(-1000, 1000), multi_dim=False, empty=False)
+
+
+@register("reduction", samples=_ARG, torch="torch.argmax", dtypes=NUM)
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """Index of the first maximum along `dim` (of the flattened input when dim is None); int64."""
+    return input.argmax(axis=dim, keepdims=keepdim)
+
+
+@register("reduction", samples=_ARG, torch="torch.argmin", dtypes=NUM)
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False):
+    """Index of the first minimum along `dim`; int64."""
+    return input.argmin(axis=dim, keepdims=keepdim)
+
+
+_PRED = reduction(ints=(-1, 2))
+
+
+def _bool_samples(dtype, shapes):
+    yield from _PRED(dtype, shapes)
+    if dtype in FLOATS or dtype in INTS:
+        z = np.zeros((4, 9), dtype=tensor(shapes, dtype, (1,), "z").dtype)
+        z[1, 3] = 1
+        yield Sample((z,), {"dim": -1}, note="mostly zeros")
+
+
+@register("reduction", samples=_bool_samples, torch="torch.all", dtypes=NUM + BOOL)
+def all(input: Tensor, dim=None, keepdim: bool = False):
+    """True where every element along `dim` is nonzero (bool)."""
+    return input.all(axis=_axes(input, dim), keepdims=keepdim)
+
+
+@register("reduction", samples=_bool_samples, torch="torch.any", dtypes=NUM + BOOL)
+def any(input: Tensor, dim=None, keepdim: bool = False):
+    """True where some element along `dim` is nonzero (bool)."""
+    return input.any(axis=_axes(input, dim), keepdims=keepdim)
+
+
+@register("reduction", samples=_bool_samples, torch="torch.count_nonzero", dtypes=NUM + BOOL)
+def count_nonzero(input: Tensor, dim=None):
+    """The number of nonzero elements along `dim` (int64)."""
+    return (input != 0).astype("int64").sum(axis=_axes(input, dim))
+
+
+def _moments(x, dim, correction, keepdim: bool):
+    axes = _axes(x, dim)
+    ax = tuple(range(x.ndim)) if axes is None else (axes,) if isinstance(axes, int) else axes
+    n = 1
+    for a in ax:
+        n *= x.shape[a]
+    mean = x.mean(axis=axes, keepdims=True)
+    centered = x - mean
+    ss = (centered * centered).sum(axis=axes, keepdims=keepdim)
+    denom = n - correction
+    var = ss / float(denom) if denom > 0 else ss / 0.0
+    return var, (mean if keepdim else x.mean(axis=axes, keepdims=False))
+
+
+_MOMENT_SAMPLES = reduction(kwargs=({}, {"correction": 0}))
+
+
+@register("reduction", samples=_MOMENT_SAMPLES, torch="torch.var", grad=True)
+def var(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
+    """Variance over `dim`, dividing by N - correction (Bessel's correction by default)."""
+    return _moments(input, dim, correction, keepdim)[0]
+
+
+@register("reduction", samples=_MOMENT_SAMPLES, torch="torch.std", grad=True)
+def std(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
+    """Standard deviation over `dim`: sqrt(var)."""
+    return xb.sqrt(_moments(input, dim, correction, keepdim)[0])
+
+
+@register("reduction", samples=_MOMENT_SAMPLES, torch="torch.var_mean", grad=True)
+def var_mean(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
+    """(var, mean) over `dim`."""
+    return _moments(input, dim, correction, keepdim)
+
+
+@register("reduction", samples=_MOMENT_SAMPLES, torch="torch.std_mean", grad=True)
+def std_mean(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
+    """(std, mean) over `dim`."""
+    v, m = _moments(input, dim, correction, keepdim)
+    return xb.sqrt(v), m
+
+
+def _vector_norm(x, ord, dim, keepdim: bool):
+    axes = _axes(x, dim)
+    a = xb.abs(x)
+    if ord == math.inf:
+        return a.max(axis=axes, keepdims=keepdim)
+    if ord == -math.inf:
+        return a.min(axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return (x != 0).astype(x.dtype).sum(axis=axes, keepdims=keepdim)
+    if ord == 1:
+        return a.sum(axis=axes, keepdims=keepdim)
+    if ord == 2:
+        return xb.sqrt((x * x).sum(axis=axes, keepdims=keepdim))
+    return xb.power((a ** float(ord)).sum(axis=axes, keepdims=keepdim), 1.0 / ord)
+
+
+_NORM_ORDS = ({}, {"ord": 1}, {"ord": math.inf}, {"ord": -math.inf}, {"ord": 0}, {"ord": 3.0}, {"ord": 0.5})
+
+
+@register("reduction", aliases=("vector_norm",),
+          samples=reduction(0.1, 3.0, kwargs=_NORM_ORDS), torch="torch.linalg.vector_norm", grad=True)
+def linalg_vector_norm(x: Tensor, ord: float = 2, dim=None, keepdim: bool = False, dtype=None):
+    """(sum |x|**ord) ** (1/ord) over `dim`; ord inf / -inf: max / min of |x|; ord 0: the nonzero count."""
+    if dtype is not None:
+        x = x.astype(dtype)
+    return _vector_norm(x, ord, dim, keepdim)
+
+
+def _norm_samples(dtype, shapes):
+    yield from reduction(0.1, 3.0, kwargs=({}, {"p": 1}, {"p": math.inf}, {"p": 3.0}, {"p": "fro"}))(dtype, shapes)
+
+
+@register("reduction", samples=_norm_samples, torch="torch.norm", grad=True,
+          notes="p='nuc' (the nuclear norm) needs singular values and is not available")
+def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None):
+    """Vector p-norm over `dim` (p='fro': the 2-norm of all elements in `dim`)."""
+    if p == "nuc":
+        raise ValueError("norm: p='nuc' needs singular values, which xbench does not compute; use p='fro' or a "
+                         "number")
+    if dtype is not None:
+        input = input.astype(dtype)
+    return _vector_norm(input, 2 if p == "fro" else p, dim, keepdim)
+
+
+def _lse_samples(dtype, shapes):
+    yield from reduction(-5.0, 5.0, full=False, ints=(-5, 5))(dtype, shapes)
+    x = tensor(shapes, dtype, (4, 9), "lse", low=50.0, high=80.0) if dtype != "float16" else \
+        tensor(shapes, dtype, (4, 9), "lse", low=5.0, high=10.0)
+    yield Sample((x,), {"dim": -1}, note="large values")
+    yield Sample((special(dtype, (3, 4), (float("inf"), 1.0, 2.0, 3.0, float("-inf"),) * 2 + (1.0, 2.0))
+                  if dtype in FLOATS else tensor(shapes, dtype, (3, 4), "lsei"),),
+                 {"dim": -1}, note="rows with +-inf", grad=False)
+
+
+@register("reduction", samples=_lse_samples, torch="torch.logsumexp", grad=True, dtypes=NUM)
+def logsumexp(input: Tensor, dim, keepdim: bool = False):
+    """log(sum(exp(input))) over `dim`, shifted by the maximum (0 where that is infinite, as PyTorch)."""
+    x = input if input.dtype in FLOATS else input.astype("float32")
+    axes = _axes(x, dim)
+    m = x.max(axis=axes, keepdims=True)
+    m = xb.where(xb.abs(m) == float("inf"), 0.0, m)
+    out = xb.log(xb.exp(x - m).sum(axis=axes, keepdims=True)) + m
+    if keepdim:
+        return out
+    ax = tuple(range(x.ndim)) if axes is None else (axes,) if isinstance(axes, int) else axes
+    return out.squeeze(tuple(a % x.ndim for a in ax))
+
+
+def _histc_samples(dtype, shapes):
+    for shape in shapes.reduction:
+        x = tensor(shapes, dtype, shape, "histc", low=-3.0, high=3.0)
+        yield Sample((x,), {"bins": 10, "min": -2.0, "max": 2.0}, note=f"{shape} [-2, 2]", grad=False)
+    x = tensor(shapes, dtype, (200,), "histc2", low=-3.0, high=3.0)
+    yield Sample((x,), {"bins": 7}, note="data range", grad=False)
+    if shapes.noncontig:
+        yield Sample((noncontig(tensor(shapes, dtype, (9, 7), "histcnc")),), {"bins": 5, "min": -1.0, "max": 1.0},
+                     note="non-contiguous", grad=False)
+
+
+@register("reduction", samples=_histc_samples, torch="torch.histc", dtypes=("float32", "float64"))
+def histc(input: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0):
+    """Counts of `bins` equal-width bins over [min, max] (the data's range when min == max), in input's dtype;
+    values outside are ignored; max itself falls in the last bin."""
+    x = input.reshape(-1)
+    if min == max:
+        lo, hi = x.min(), x.max()
+        same = hi == lo
+        lo = xb.where(same, lo - 1.0, lo)
+        hi = xb.where(same, hi + 1.0, hi)
+    else:
+        lo, hi = min, max
+    inside = (x >= lo) & (x <= hi)
+    pos = ((x - lo) * float(bins) / (hi - lo)).astype("int64")
+    pos = xb.minimum(xb.maximum(xb.where(inside, pos, 0), 0), bins - 1)
+    counts = xb.scatter_add(xb.zeros((bins,), input.dtype), pos, xb.where(inside, 1.0, 0.0).astype(input.dtype))
+    return counts
+
+
+def _trace_samples(dtype, shapes):
+    for m, k, _ in shapes.matrix:
+        yield Sample((tensor(shapes, dtype, (m, k), "trace"),), note=f"({m}, {k})")
+    if shapes.noncontig:
+        yield Sample((noncontig(tensor(shapes, dtype, (6, 5), "tracenc")),), note="non-contiguous")
+
+
+@register("reduction", samples=_trace_samples, torch="torch.trace", grad=True, dtypes=NUM)
+def trace(input: Tensor):
+    """Sum of the main diagonal of a matrix (integers give int64)."""
+    if input.ndim != 2:
+        raise ValueError(f"trace needs a matrix, got shape {input.shape}")
+    n = input.shape[0] if input.shape[0] < input.shape[1] else input.shape[1]
+    i = xb.arange(n)
+    return _widen(input[i, i], None).sum()
