@@ -121,7 +121,7 @@ def _garbage(shape, dtype: str) -> np.ndarray:
     """Output and temporary buffers start as 0xFF bytes (NaN for floats), so an element a kernel forgets to
     write shows up in the comparison with the reference."""
     a = np.empty(tuple(shape), to_numpy(dtype))
-    a.view(np.uint8).reshape(-1)[:] = 0xFF
+    a.reshape(-1).view(np.uint8)[:] = 0xFF
     return a
 
 

@@ -45,7 +45,7 @@ from .cpp import (
     lit,
     vec_scalar,
 )
-from .vecexpr import Domain, Features, Pool, Tile, VecEmitter
+from .vecexpr import COMPOSED_BINARY, Domain, Features, Pool, Tile, VecEmitter
 
 ALIGN = 128                 # tile lengths are multiples of 128 elements (whole 256-byte repeats)
 SELECT_RESERVE = 8192       # Select in tensor modes needs 8 KiB of UB left free
@@ -190,6 +190,21 @@ class KernelGen:
             src(f"{ident(b)}Gm.SetGlobalBuffer((__gm__ {c}*){ident(b)}, {prod(self.shapes[b])});")
 
     def math_helpers(self, src: Source) -> None:
+        """Emit the scalar math helpers (built once by `math_source`)."""
+        src.extend(_reindent(self.math_source(), src.depth))
+
+    def math_slots(self) -> int:
+        self.math_source()
+        return self._math_slots
+
+    def math_source(self) -> Source:
+        if getattr(self, "_math_src", None) is None:
+            self._math_slots = 0
+            self._math_src = Source(1)
+            self._build_math(self._math_src)
+        return self._math_src
+
+    def _build_math(self, src: Source) -> None:
         """Scalar transcendental functions through the vector unit: one 32-byte block per call."""
         for fn in sorted(self.math):
             pool = Pool("m")
@@ -200,12 +215,20 @@ class KernelGen:
             x = pool.alloc("float32", pinned=True)
             body(f"Duplicate({x.name}, x, 8);")
             out = pool.alloc("float32", pinned=True)
+            binary = fn == "pow" or fn in COMPOSED_BINARY
             if fn == "pow":
                 y = pool.alloc("float32", pinned=True)
                 body(f"Duplicate({y.name}, y, 8);")
                 body(f"Ln({out.name}, {x.name}, 8);")
                 body(f"Mul({out.name}, {out.name}, {y.name}, 8);")
                 body(f"Exp({out.name}, {out.name}, 8);")
+            elif binary:
+                y = pool.alloc("float32", pinned=True)
+                body(f"Duplicate({y.name}, y, 8);")
+                em.vlocals = {"xa": x, "xb": y}
+                call = Call(fn, (Local("xa", "float32"), Local("xb", "float32")), "float32")
+                em.count_uses([call])
+                em.root(call, out)
             elif fn in ("exp", "log", "sqrt", "rsqrt", "reciprocal", "abs"):
                 api = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "reciprocal": "Reciprocal",
                        "abs": "Abs"}[fn]
@@ -214,7 +237,7 @@ class KernelGen:
                 em.compose(fn, out, x)
             body("XbSync<HardEvent::V_S>();")
             body(f"return {out.name}.GetValue(0);")
-            params = "float x, float y" if fn == "pow" else "float x"
+            params = "float x, float y" if binary else "float x"
             with src.block(f"__aicore__ inline float Math{camel(fn)}({params})"):
                 for d in pool.declarations("mathBuf", str(MATH_SLOT)):
                     src(d)
@@ -225,7 +248,7 @@ class KernelGen:
     def math_item(self) -> list[UbItem]:
         if not self.math:
             return []
-        return [UbItem("mathBuf", "TBuf", "VECCALC", 1, 0, MATH_SLOT * 8)]
+        return [UbItem("mathBuf", "TBuf", "VECCALC", 1, 0, MATH_SLOT * self.math_slots())]
 
     def entry_source(self, src: Source, init_args: list[str]) -> None:
         params = ", ".join([f"GM_ADDR {param(b)}" for b in self.args()] + ["GM_ADDR workspace", "GM_ADDR tiling"])
@@ -258,25 +281,55 @@ class KernelGen:
 
 @dataclass
 class Entry:
-    """A contiguous load copied into the UB once per tile (through its own VECIN queue)."""
+    """A contiguous load copied into the UB once per tile: through its own VECIN queue, or -- beyond the
+    queues the hardware has events for -- straight into a scratch tile with explicit pipe syncs."""
     key: tuple
     buf: str
     base: Expr
     dtype: str
     tile: str
-    queue: str
+    queue: str | None
+
+    def copy_in(self, src: Source, gm: str, count: str, name: str | None = None) -> None:
+        c, t = ctype(self.dtype), name or self.tile
+        if self.queue:
+            src(f"LocalTensor<{c}> {t} = {self.queue}.AllocTensor<{c}>();")
+            src(f"CopyGmToUb({t}, {gm}, {count});")
+            src(f"{self.queue}.EnQue({t});")
+        else:
+            src("XbSync<HardEvent::V_MTE2>();  // the vector unit is done with the tile")
+            src(f"CopyGmToUb({self.tile}, {gm}, {count});")
+
+    def take(self, src: Source) -> None:
+        if self.queue:
+            c = ctype(self.dtype)
+            src(f"LocalTensor<{c}> {self.tile} = {self.queue}.DeQue<{c}>();")
+
+    def free(self, src: Source) -> None:
+        if self.queue:
+            src(f"{self.queue}.FreeTensor({self.tile});")
+
+
+def take_all(src: Source, entries) -> None:
+    entries = list(entries)
+    for e in entries:
+        e.take(src)
+    if any(e.queue is None for e in entries):
+        src("XbSync<HardEvent::MTE2_V>();  // direct copies have landed")
 
 
 class Inputs:
-    """The contiguous loads of a compute block, each mapped to a queue tile. Registries of one kernel share
-    a budget of queues (the hardware has 8 VECIN buffer events); beyond it loads take the scalar path."""
+    """The contiguous loads of a compute block, each mapped to a UB tile. Registries of one kernel share a
+    budget of queues (the hardware has 8 VECIN buffer events); beyond it loads go to scratch tiles."""
 
-    def __init__(self, prefix: str, budget: list[int], tile_prefix: str, row_tiles: dict[str, Tile] | None = None):
+    def __init__(self, prefix: str, budget: list[int], tile_prefix: str, row_tiles: dict[str, Tile] | None = None,
+                 pool: Pool | None = None):
         self.prefix = prefix
         self.tile_prefix = tile_prefix
         self.budget = budget
         self.entries: dict[tuple, Entry] = {}
         self.row_tiles = row_tiles or {}
+        self.pool = pool
 
     def __call__(self, load: Load, extra: tuple) -> Tile | None:
         base = extra[0]
@@ -284,14 +337,23 @@ class Inputs:
             return self.row_tiles[load.buf] if isinstance(base, Const) and base.value == 0 else None
         key = (load.buf, base, load.dtype)
         if key not in self.entries:
-            if self.budget[0] <= 0 or load.dtype not in ("float32", "float16", "int32", "bfloat16"):
+            if load.dtype not in ("float32", "float16", "int32", "bfloat16"):
                 return None
-            self.budget[0] -= 1
             j = len(self.entries)
-            self.entries[key] = Entry(key, load.buf, base, load.dtype, f"{self.tile_prefix}{j}",
-                                      f"{self.prefix}{j}")
+            if self.budget[0] > 0:
+                self.budget[0] -= 1
+                self.entries[key] = Entry(key, load.buf, base, load.dtype, f"{self.tile_prefix}{j}",
+                                          f"{self.prefix}{j}")
+            elif self.pool is not None:
+                t = self.pool.alloc(load.dtype, pinned=True)
+                self.entries[key] = Entry(key, load.buf, base, load.dtype, t.name, None)
+            else:
+                return None
         e = self.entries[key]
         return Tile(e.tile, e.dtype)
+
+    def queued(self) -> list[Entry]:
+        return [e for e in self.entries.values() if e.queue]
 
 
 def inline_assigns(stages: list) -> tuple[list, dict[str, Expr]]:
@@ -308,6 +370,37 @@ def inline_assigns(stages: list) -> tuple[list, dict[str, Expr]]:
         else:
             out.append(s2)
     return out, env
+
+
+def tile_store_base(s: Store, shapes: dict, domain: tuple[Axis, ...]) -> Expr | None:
+    """Where a per-point store's run starts along `domain` (None when it does not move contiguously)."""
+    if prod(a.extent for a in domain) == 1:
+        zero = {a.name: E.ZERO for a in domain}
+        return E.substitute(E.linear(tuple(s.index), shapes[s.buf]), zero)
+    acc = classify(Load(s.buf, s.index, "float32"), shapes[s.buf], domain)
+    return acc.base if acc.kind == "contiguous" else None
+
+
+def forward_stores(stages: list) -> list:
+    """Per-point stages read back what an earlier stage of the same point stored: use the stored value.
+    Raises Unsupported when a stage reads another point of a buffer this kernel writes."""
+    stored: dict[str, tuple[tuple[Expr, ...], Expr]] = {}
+    out = []
+    for st in stages:
+        def sub(e: Expr) -> Expr:
+            def f(n):
+                if isinstance(n, Load) and n.buf in stored:
+                    idx, val = stored[n.buf]
+                    if tuple(n.index) != idx:
+                        raise Unsupported(f"a stage reads {n.buf} at another point than the one stored")
+                    return val
+                return None
+            return e.map(f)
+        st2 = st.replace(sub)
+        if isinstance(st2, Store):
+            stored[st2.buf] = (tuple(st2.index), st2.value)
+        out.append(st2)
+    return out
 
 
 def walk_loads(e: Expr, guarded: bool = False):
@@ -334,13 +427,14 @@ class TileBody:
                  ranges: dict[str, tuple[int, int]], pool: Pool, tag: str = ""):
         self.gen = gen
         self.stages, _ = inline_assigns(stages)
+        self.stages = forward_stores(self.stages)
         self.domain = Domain(domain, v0="v0", count="len")
         self.scope = scope
         self.ranges = ranges
         self.pool = pool
         self.tag = tag
         self.budget = [max(1, QUE_LIMIT // gen.buffer_num)]
-        self.inputs = Inputs(f"inQueue{tag}", self.budget, f"x{tag}")
+        self.inputs = Inputs(f"inQueue{tag}", self.budget, f"x{tag}", pool=pool)
         self.inner: list[Inputs] = []
         self.outs: list[tuple[Store, str, str, Expr]] = []   # (store, tile, queue, base)
         self.copy_in = Source(2)
@@ -357,9 +451,7 @@ class TileBody:
             elif isinstance(s, Store):
                 if s.axes or s.scope != "global":
                     raise Unsupported("stores with their own loops need the row or scalar form")
-                acc = classify(Load(s.buf, s.index, self.gen.pw.dtypes[s.buf]), self.gen.shapes[s.buf],
-                               self.domain.axes)
-                if acc.kind != "contiguous":
+                if tile_store_base(s, self.gen.shapes, self.domain.axes) is None:
                     raise Unsupported(f"the store to {s.buf} does not move contiguously along the vector axes")
                 if self.gen.pw.dtypes[s.buf] not in ("float32", "float16", "int32", "bfloat16", "bool", "int64",
                                                      "int8", "uint8", "int16"):
@@ -382,7 +474,7 @@ class TileBody:
             acc = self.pool.alloc(s.dtype, pinned=True)
             init = _init(s.kind, s.dtype)
             body(f"Duplicate({acc.name}, {vec_scalar(init, s.dtype)}, {n});")
-            inner = Inputs(f"rinQueue{self.tag}{ri}_", self.budget, f"z{self.tag}{ri}_")
+            inner = Inputs(f"rinQueue{self.tag}{ri}_", self.budget, f"z{self.tag}{ri}_", pool=self.pool)
             ri += 1
             self.inner.append(inner)
             scope = self.scope.child()
@@ -409,15 +501,12 @@ class TileBody:
                 self.pool.release(tt)
             # inner copies: one queue round trip per iteration
             for e in inner.entries.values():
-                c = ctype(e.dtype)
-                body(f"LocalTensor<{c}> {e.tile}in = {e.queue}.AllocTensor<{c}>();")
                 base = g.sw.expr(e.base, copy_scope, body)
-                body(f"CopyGmToUb({e.tile}in, {g.gm_name(e.buf)}[{_plus(base, 'v0')}], {n});")
-                body(f"{e.queue}.EnQue({e.tile}in);")
-                body(f"LocalTensor<{c}> {e.tile} = {e.queue}.DeQue<{c}>();")
+                e.copy_in(body, f"{g.gm_name(e.buf)}[{_plus(base, 'v0')}]", n, f"{e.tile}in")
+            take_all(body, inner.entries.values())
             body.extend(loop)
             for e in inner.entries.values():
-                body(f"{e.queue}.FreeTensor({e.tile});")
+                e.free(body)
             for _ in range(opened):
                 body.depth -= 1
                 body("}")
@@ -430,8 +519,7 @@ class TileBody:
             dt = g.pw.dtypes[s.buf]
             tile = f"y{self.tag}{j}"
             queue = f"outQueue{self.tag}{j}"
-            acc = classify(Load(s.buf, s.index, dt), g.shapes[s.buf], self.domain.axes)
-            self.outs.append((s, tile, queue, acc.base))
+            self.outs.append((s, tile, queue, tile_store_base(s, g.shapes, self.domain.axes)))
             val = s.value
             if dt == "bool" or dt not in ("float32", "float16", "int32", "bfloat16"):
                 t = em.gather(val, ())
@@ -440,9 +528,7 @@ class TileBody:
             else:
                 em.root(val, Tile(tile, dt))
         # assemble Compute
-        for e in self.inputs.entries.values():
-            c = ctype(e.dtype)
-            src(f"LocalTensor<{c}> {e.tile} = {e.queue}.DeQue<{c}>();")
+        take_all(src, self.inputs.entries.values())
         for s, tile, queue, _ in self.outs:
             c = ctype(g.pw.dtypes[s.buf])
             src(f"LocalTensor<{c}> {tile} = {queue}.AllocTensor<{c}>();")
@@ -450,15 +536,13 @@ class TileBody:
         for _, tile, queue, _ in self.outs:
             src(f"{queue}.EnQue({tile});")
         for e in self.inputs.entries.values():
-            src(f"{e.queue}.FreeTensor({e.tile});")
+            e.free(src)
         # CopyIn / CopyOut
         ci, co = self.copy_in, self.copy_out
+        scope = self.scope.child()
         for e in self.inputs.entries.values():
-            c = ctype(e.dtype)
-            ci(f"LocalTensor<{c}> {e.tile} = {e.queue}.AllocTensor<{c}>();")
-            base = g.sw.expr(e.base, self.scope.child(), ci)
-            ci(f"CopyGmToUb({e.tile}, {g.gm_name(e.buf)}[{_plus(base, 'v0')}], {n});")
-            ci(f"{e.queue}.EnQue({e.tile});")
+            base = g.sw.expr(e.base, scope, ci)
+            e.copy_in(ci, f"{g.gm_name(e.buf)}[{_plus(base, 'v0')}]", n)
         for s, tile, queue, base_e in self.outs:
             c = ctype(g.pw.dtypes[s.buf])
             co(f"LocalTensor<{c}> {tile} = {queue}.DeQue<{c}>();")
@@ -469,10 +553,10 @@ class TileBody:
     def queues(self) -> list[tuple[str, str, int]]:
         """(queue, position, bytes per element) of every queue this body uses."""
         out = []
-        for e in self.inputs.entries.values():
+        for e in self.inputs.queued():
             out.append((e.queue, "VECIN", SIZE[e.dtype]))
         for inner in self.inner:
-            for e in inner.entries.values():
+            for e in inner.queued():
                 out.append((e.queue, "VECIN", SIZE[e.dtype]))
         for s, _, queue, _ in self.outs:
             out.append((queue, "VECOUT", SIZE[_storage(self.gen.pw.dtypes[s.buf])]))
@@ -589,7 +673,7 @@ class VectorKernelGen(KernelGen):
                 src("rampTile.SetValue(r, static_cast<float>(r));")
             src("XbSync<HardEvent::S_V>();")
         if self.math:
-            src(f"pipe.InitBuffer(mathBuf, {MATH_SLOT * 8});")
+            src(f"pipe.InitBuffer(mathBuf, {MATH_SLOT * self.math_slots()});")
 
     def buffer_members(self, queues: list[tuple[str, str, int]]) -> list[str]:
         out = ["TPipe pipe;"]
@@ -746,6 +830,8 @@ class TileKernel(VectorKernelGen):
     def functions(self, src: Source, body: TileBody) -> None:
         decls = self.pool.declarations("calcBuf", "t.slotBytes")
         with src.block("__aicore__ inline void CopyIn()"):
+            for d in used_decls(decls, body.copy_in):
+                src(d)
             src.extend(_reindent(body.copy_in, src.depth))
         with src.block("__aicore__ inline void Compute()"):
             for d in used_decls(decls, body.compute):
@@ -773,16 +859,15 @@ def domain_and_gathers(k: Kernel, pw: ProgramWriter) -> tuple[tuple[Axis, ...], 
     if not outer:
         return (), 0
     stages, _ = inline_assigns(k.stages)
+    stages = forward_stores(stages)
     best = None
     for L in range(1, len(outer) + 1):
         dom = outer[len(outer) - L:]
         ok = True
         gathers = 0
         for s in stages:
-            if isinstance(s, Store):
-                acc = classify(Load(s.buf, s.index, pw.dtypes[s.buf]), pw.shapes[s.buf], dom)
-                if acc.kind != "contiguous":
-                    ok = False
+            if isinstance(s, Store) and tile_store_base(s, pw.shapes, dom) is None:
+                ok = False
             for e in s.exprs():
                 for ld, guarded in walk_loads(e):
                     if ld.buf not in pw.shapes:
@@ -1012,7 +1097,7 @@ class RowKernel(VectorKernelGen):
 
     # -- resident: CopyIn the whole row once, every stage on it, CopyOut
     def resident(self, fns: Source) -> list[tuple[str, str, int]]:
-        reg = Inputs("inQueue", self.budget_, "x")
+        reg = Inputs("inQueue", self.budget_, "x", pool=self.pool)
         row_tiles: dict[str, Tile] = {}
         for name, (_shape, dt) in self.k.row_buffers.items():
             row_tiles[name] = self.pool.alloc(dt, pinned=True)
@@ -1061,17 +1146,17 @@ class RowKernel(VectorKernelGen):
                             key = (ld.buf, acc.base, ld.dtype)
                             extent_of[key] = max(extent_of.get(key, 0), prod(a.extent for a in axes))
         decls = self.pool.declarations("calcBuf", "t.slotBytes")
+        copy_in = Source(2)
+        scope = self.scope.child()
+        for e in reg.entries.values():
+            base = self.sw.expr(e.base, scope, copy_in)
+            e.copy_in(copy_in, f"{self.gm_name(e.buf)}[{base}]", str(extent_of.get(e.key, self.D)))
         with fns.block("__aicore__ inline void CopyIn()"):
-            for e in reg.entries.values():
-                c = ctype(e.dtype)
-                fns(f"LocalTensor<{c}> {e.tile} = {e.queue}.AllocTensor<{c}>();")
-                base = self.sw.expr(e.base, self.scope.child(), fns)
-                fns(f"CopyGmToUb({e.tile}, {self.gm_name(e.buf)}[{base}], {extent_of.get(e.key, self.D)});")
-                fns(f"{e.queue}.EnQue({e.tile});")
+            for d in used_decls(decls, copy_in):
+                fns(d)
+            fns.extend(_reindent(copy_in, fns.depth))
         with fns.block("__aicore__ inline void Compute()"):
-            for e in reg.entries.values():
-                c = ctype(e.dtype)
-                fns(f"LocalTensor<{c}> {e.tile} = {e.queue}.DeQue<{c}>();")
+            take_all(fns, reg.entries.values())
             for s, tile, queue, _, _ in outs:
                 c = ctype(self.pw.dtypes[s.buf])
                 fns(f"LocalTensor<{c}> {tile} = {queue}.AllocTensor<{c}>();")
@@ -1081,7 +1166,7 @@ class RowKernel(VectorKernelGen):
             for _, tile, queue, _, _ in outs:
                 fns(f"{queue}.EnQue({tile});")
             for e in reg.entries.values():
-                fns(f"{e.queue}.FreeTensor({e.tile});")
+                e.free(fns)
         with fns.block("__aicore__ inline void CopyOut()"):
             for s, tile, queue, base_e, D in outs:
                 c = ctype(self.pw.dtypes[s.buf])
@@ -1089,7 +1174,7 @@ class RowKernel(VectorKernelGen):
                 base = self.sw.expr(base_e, self.scope.child(), fns)
                 fns(f"CopyUbToGm({self.gm_name(s.buf)}[{base}], {tile}, {D});")
                 fns(f"{queue}.FreeTensor({tile});")
-        qs = [(e.queue, "VECIN", SIZE[e.dtype]) for e in reg.entries.values()]
+        qs = [(e.queue, "VECIN", SIZE[e.dtype]) for e in reg.queued()]
         qs += [(q, "VECOUT", SIZE[self.pw.dtypes[s.buf]]) for s, _, q, _, _ in outs]
         return qs
 
@@ -1106,7 +1191,7 @@ class RowKernel(VectorKernelGen):
             if isinstance(s, Assign):
                 calls(f"{self.scope.locals[s.local]} = {self.sw.expr(s.value, self.scope.child(), calls)};")
                 continue
-            reg = Inputs("inQueue", [max(1, QUE_LIMIT // self.buffer_num)], "x")
+            reg = Inputs("inQueue", [max(1, QUE_LIMIT // self.buffer_num)], "x", pool=self.pool)
             dom = Domain(axes, v0="v0", count="len")
             body = Source(2)
             em = VecEmitter(body, dom, self.pool, self.sw, self.scope.child(), self.shapes, {}, inputs=reg,
@@ -1129,29 +1214,24 @@ class RowKernel(VectorKernelGen):
                 out_sizes[0] = max(out_sizes.get(0, 0), SIZE[dt])
                 em.count_uses([s.value])
                 em.root(s.value, Tile(out[0], dt))
-            for j, e in enumerate(reg.entries.values()):
+            for j, e in enumerate(reg.queued()):
                 in_sizes[j] = max(in_sizes.get(j, 0), SIZE[e.dtype])
             # the stage's functions
-            ci, cp, co = Source(1), Source(1), Source(1)
-            with ci.block(f"__aicore__ inline void CopyIn{si}()"):
-                for e in reg.entries.values():
-                    c = ctype(e.dtype)
-                    ci(f"LocalTensor<{c}> {e.tile} = {e.queue}.AllocTensor<{c}>();")
-                    base = self.sw.expr(e.base, self.scope.child(), ci)
-                    ci(f"CopyGmToUb({e.tile}, {self.gm_name(e.buf)}[{_plus(base, 'v0')}], len);")
-                    ci(f"{e.queue}.EnQue({e.tile});")
-            pre = Source(2)
+            ci_body, cp, co = Source(2), Source(1), Source(1)
+            scope = self.scope.child()
             for e in reg.entries.values():
-                c = ctype(e.dtype)
-                pre(f"LocalTensor<{c}> {e.tile} = {e.queue}.DeQue<{c}>();")
+                base = self.sw.expr(e.base, scope, ci_body)
+                e.copy_in(ci_body, f"{self.gm_name(e.buf)}[{_plus(base, 'v0')}]", "len")
+            pre = Source(2)
+            take_all(pre, reg.entries.values())
             if out:
                 pre(f"LocalTensor<{ctype(out[3])}> {out[0]} = {out[1]}.AllocTensor<{ctype(out[3])}>();")
             post = Source(2)
             if out:
                 post(f"{out[1]}.EnQue({out[0]});")
             for e in reg.entries.values():
-                post(f"{e.queue}.FreeTensor({e.tile});")
-            decls_later.append((cp, pre, body, post, si))
+                e.free(post)
+            decls_later.append((cp, pre, body, post, si, ci_body))
             if out:
                 with co.block(f"__aicore__ inline void CopyOut{si}()"):
                     c = ctype(out[3])
@@ -1182,10 +1262,13 @@ class RowKernel(VectorKernelGen):
                     self.reduce_finish(calls, s, acc_tile, f"({D} < t.tileLength ? {D} : t.tileLength)")
                     self.pool.pinned.discard(self._slot(acc_tile))
                     self.pool.release(Tile(acc_tile.name, acc_tile.dtype, (self._slot(acc_tile),)))
-            fns.extend(ci)
             fns.extend(co)
         decls = self.pool.declarations("calcBuf", "t.slotBytes")
-        for cp, pre, body, post, si in decls_later:
+        for cp, pre, body, post, si, ci_body in decls_later:
+            with fns.block(f"__aicore__ inline void CopyIn{si}()"):
+                for d in used_decls(decls, ci_body):
+                    fns(d)
+                fns.extend(_reindent(ci_body, fns.depth))
             with cp.block(f"__aicore__ inline void Compute{si}()"):
                 cp.extend(_reindent(pre, cp.depth))
                 for d in used_decls(decls, body):
@@ -1485,7 +1568,7 @@ class ScalarKernel(KernelGen):
                     c = ctype(self.pw.dtypes[b])
                     src(f"{ident(b)}Gm.SetGlobalBuffer((__gm__ {c}*){param(b)}, {prod(self.shapes[b])});")
                 if self.math:
-                    src(f"pipe.InitBuffer(mathBuf, {MATH_SLOT * 8});")
+                    src(f"pipe.InitBuffer(mathBuf, {MATH_SLOT * self.math_slots()});")
                 if row_bytes:
                     src(f"pipe.InitBuffer(rowBuf, {row_bytes});")
                 if sort_bytes:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...dtypes import is_float
 from ...ir import expr as E
 from ...ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
@@ -34,7 +36,11 @@ SHORTN = {"float32": "f", "float16": "h", "int32": "i", "uint8": "u", "int16": "
 DIRECT_UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "reciprocal": "Reciprocal",
                 "abs": "Abs"}
 COMPOSED_UNARY = {"neg", "sigmoid", "tanh", "erf", "erfc", "exp2", "log2", "log10", "expm1", "log1p", "floor",
-                  "ceil", "trunc", "round"}
+                  "ceil", "trunc", "round", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos", "sin",
+                  "cos", "tan", "sign", "erfinv"}
+# composed in float32 for 16-bit floats (one rounding at the end)
+WIDEN = COMPOSED_UNARY - {"neg", "exp2", "log2", "log10"}
+COMPOSED_BINARY = {"copysign", "atan2", "hypot", "fmod", "floordiv", "mod", "fmax", "fmin"}
 BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
 SCALAR_FORM = {"add": "Adds", "mul": "Muls", "maximum": "Maxs", "minimum": "Mins"}
 INT32_OK = {"add", "sub", "mul", "maximum", "minimum"}
@@ -46,6 +52,11 @@ ROUND = {"floor": "CAST_FLOOR", "ceil": "CAST_CEIL", "trunc": "CAST_TRUNC", "rou
 # |error| <= 1.5e-7)
 ERF_P = 0.3275911
 ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+# erfinv(x) = x p(w), w = -ln(1 - x^2): M. Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011)
+ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                  -0.00417768164, 0.246640727, 1.50140941)          # w < 5, in w - 2.5
+ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+               0.00943887047, 1.00167406, 2.83297682)               # w >= 5, in sqrt(w) - 3
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,9 @@ class VecEmitter:
         self.pool = pool
         self.sw = sw
         self.scope = scope
+        for a in domain.axes:
+            if a.extent == 1:
+                scope.idx.setdefault(a.name, "0")
         self.shapes = shapes
         self.sizes = sizes
         self.inputs = inputs
@@ -227,7 +241,8 @@ class VecEmitter:
         if isinstance(e, Call):
             if e.dtype not in VEC_TYPES and not (e.dtype == "int32" and e.fn in INT32_OK):
                 return "G"
-            if e.fn in BINARY or e.fn in DIRECT_UNARY or e.fn in COMPOSED_UNARY or e.fn == "pow":
+            if e.fn in BINARY or e.fn in DIRECT_UNARY or e.fn in COMPOSED_UNARY or e.fn in COMPOSED_BINARY \
+                    or e.fn == "pow":
                 return "V"
             return "G"
         raise Unsupported(f"internal: unknown expression node {type(e).__name__}")
@@ -424,8 +439,7 @@ class VecEmitter:
         x = self.use(a, guard)
         xt = self.tile_of(a, x)
         dt = e.dtype
-        if dt == "float16" and e.fn in ("sigmoid", "tanh", "erf", "erfc", "expm1", "log1p", "floor", "ceil",
-                                         "trunc", "round"):
+        if dt == "float16" and e.fn in WIDEN:
             # composed functions run in float32 and round once
             wide = self.pool.alloc("float32")
             self.cast_into(wide, xt)
@@ -480,6 +494,9 @@ class VecEmitter:
             self.pool.release(t)
         elif fn in ("erf", "erfc"):
             self.erf(out, x, fn == "erfc")
+        elif fn in ("sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos", "sin", "cos", "tan",
+                    "sign", "erfinv"):
+            self.more_math(fn, out, x)
         elif fn in ROUND:
             if dt != "float32":
                 raise Unsupported(f"internal: {fn} on {dt} must be widened first")
@@ -488,6 +505,303 @@ class VecEmitter:
             raise Unsupported(f"the ascend backend has no vector form of {fn}",
                               hint="supported: exp log sqrt rsqrt reciprocal abs neg sigmoid tanh erf erfc exp2 "
                                    "log2 log10 expm1 log1p floor ceil trunc round")
+
+    # ---- composed functions (float32 tiles) -------------------------------------------------------------
+    def _i(self, line: str) -> None:
+        self.src(line.replace("@n", self.dom.count))
+
+    def _mask(self, x: Tile, mode: str, value: float) -> Tile:
+        """A Compares mask of `x mode value` over whole 256-byte repeats."""
+        self.features.select = True
+        m = self.pool.alloc("uint8")
+        self._i(f"Compares({m.name}, {x.name}, {float_lit(value)}, CMPMODE::{mode}, XbAlign(@n, 64));")
+        return m
+
+    def _select(self, out: Tile, m: Tile, a: Tile, b: Tile | float) -> None:
+        if isinstance(b, Tile):
+            self._i(f"Select({out.name}, {m.name}, {a.name}, {b.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, @n);")
+        else:
+            self._i(f"Select({out.name}, {m.name}, {a.name}, {float_lit(b)}, SELMODE::VSEL_TENSOR_SCALAR_MODE, @n);")
+
+    def _negate_where_negative(self, out: Tile, r: Tile, x: Tile) -> None:
+        """out = r where x >= 0 (or NaN), -r where x < 0."""
+        neg = self.pool.alloc("float32")
+        self._i(f"Muls({neg.name}, {r.name}, -1.0f, @n);")
+        m = self._mask(x, "LT", 0.0)
+        self._select(out, m, neg, r)
+        self.pool.release(m)
+        self.pool.release(neg)
+
+    def _atan(self, out: Tile, x: Tile) -> None:
+        """atan: |x| reduced to [0, tan(pi/8)] (Cephes' reduction), an odd polynomial, the sign back."""
+        ax, t, u, y0 = (self.pool.alloc("float32") for _ in range(4))
+        i = self._i
+        i(f"Abs({ax.name}, {x.name}, @n);")
+        i(f"Adds({t.name}, {ax.name}, -1.0f, @n);")            # (|x| - 1) / (|x| + 1)
+        i(f"Adds({u.name}, {ax.name}, 1.0f, @n);")
+        i(f"Div({t.name}, {t.name}, {u.name}, @n);")
+        mid = self._mask(ax, "GT", 0.41421356237309503)
+        self._select(t, mid, t, ax)
+        i(f"Duplicate({y0.name}, {float_lit(0.7853981633974483)}, @n);")
+        self._select(y0, mid, y0, 0.0)
+        self.pool.release(mid)
+        i(f"Reciprocal({u.name}, {ax.name}, @n);")              # -1 / |x|
+        i(f"Muls({u.name}, {u.name}, -1.0f, @n);")
+        big = self._mask(ax, "GT", 2.414213562373095)
+        self._select(t, big, u, t)
+        i(f"Duplicate({u.name}, {float_lit(1.5707963267948966)}, @n);")
+        self._select(y0, big, u, y0)
+        self.pool.release(big)
+        z = ax
+        i(f"Mul({z.name}, {t.name}, {t.name}, @n);")
+        i(f"Muls({u.name}, {z.name}, {float_lit(8.05374449538e-2)}, @n);")
+        for c in (-1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1):
+            i(f"Adds({u.name}, {u.name}, {float_lit(c)}, @n);")
+            if c != -3.33329491539e-1:
+                i(f"Mul({u.name}, {u.name}, {z.name}, @n);")
+        i(f"Mul({u.name}, {u.name}, {z.name}, @n);")
+        i(f"Mul({u.name}, {u.name}, {t.name}, @n);")
+        i(f"Add({u.name}, {u.name}, {t.name}, @n);")
+        i(f"Add({u.name}, {u.name}, {y0.name}, @n);")
+        self._negate_where_negative(out, u, x)
+        for tmp in (ax, t, u, y0):
+            self.pool.release(tmp)
+
+    def _sincos(self, out: Tile, x: Tile, fn: str) -> None:
+        """sin / cos: k = rint(2x/pi), r = x - k pi/2 in three parts (Cody-Waite), minimax polynomials on
+        [-pi/4, pi/4], the quadrant k mod 4 picking sin or cos and the sign."""
+        i = self._i
+        k, r, z, s, c, q = (self.pool.alloc("float32") for _ in range(6))
+        i(f"Muls({k.name}, {x.name}, {float_lit(0.6366197723675814)}, @n);")
+        i(f"Cast({k.name}, {k.name}, RoundMode::CAST_RINT, @n);")
+        i(f"Muls({z.name}, {k.name}, {float_lit(-1.5703125)}, @n);")
+        i(f"Add({r.name}, {x.name}, {z.name}, @n);")
+        i(f"Muls({z.name}, {k.name}, {float_lit(-4.837512969970703125e-4)}, @n);")
+        i(f"Add({r.name}, {r.name}, {z.name}, @n);")
+        i(f"Muls({z.name}, {k.name}, {float_lit(-7.54978995489188216e-8)}, @n);")
+        i(f"Add({r.name}, {r.name}, {z.name}, @n);")
+        i(f"Mul({z.name}, {r.name}, {r.name}, @n);")
+        # sin(r) = r + r z (s1 + z (s2 + z s3))
+        i(f"Muls({s.name}, {z.name}, {float_lit(-1.9515295891e-4)}, @n);")
+        i(f"Adds({s.name}, {s.name}, {float_lit(8.3321608736e-3)}, @n);")
+        i(f"Mul({s.name}, {s.name}, {z.name}, @n);")
+        i(f"Adds({s.name}, {s.name}, {float_lit(-1.6666654611e-1)}, @n);")
+        i(f"Mul({s.name}, {s.name}, {z.name}, @n);")
+        i(f"Mul({s.name}, {s.name}, {r.name}, @n);")
+        i(f"Add({s.name}, {s.name}, {r.name}, @n);")
+        # cos(r) = 1 - z / 2 + z^2 (c1 + z (c2 + z c3))
+        i(f"Muls({c.name}, {z.name}, {float_lit(2.443315711809948e-5)}, @n);")
+        i(f"Adds({c.name}, {c.name}, {float_lit(-1.388731625493765e-3)}, @n);")
+        i(f"Mul({c.name}, {c.name}, {z.name}, @n);")
+        i(f"Adds({c.name}, {c.name}, {float_lit(4.166664568298827e-2)}, @n);")
+        i(f"Mul({c.name}, {c.name}, {z.name}, @n);")
+        i(f"Mul({c.name}, {c.name}, {z.name}, @n);")
+        i(f"Muls({r.name}, {z.name}, -0.5f, @n);")
+        i(f"Add({c.name}, {c.name}, {r.name}, @n);")
+        i(f"Adds({c.name}, {c.name}, 1.0f, @n);")
+        # q = k mod 4 (k - 4 floor(k / 4))
+        i(f"Muls({q.name}, {k.name}, 0.25f, @n);")
+        i(f"Cast({q.name}, {q.name}, RoundMode::CAST_FLOOR, @n);")
+        i(f"Muls({q.name}, {q.name}, -4.0f, @n);")
+        i(f"Add({q.name}, {q.name}, {k.name}, @n);")
+        first, second = (s, c) if fn == "sin" else (c, s)
+        i(f"Muls({z.name}, {first.name}, -1.0f, @n);")   # -first
+        i(f"Muls({r.name}, {second.name}, -1.0f, @n);")  # -second
+        # quadrants: sin -> s, c, -s, -c; cos -> c, -s, -c, s
+        picks = [first, second, z, r] if fn == "sin" else [first, r, z, second]
+        i(f"DataCopy({out.name}, {picks[0].name}, XbAlign(@n, 8));")
+        for quad in (1, 2, 3):
+            m = self._mask(q, "EQ", float(quad))
+            self._select(out, m, picks[quad], out)
+            self.pool.release(m)
+        for tmp in (k, r, z, s, c, q):
+            self.pool.release(tmp)
+
+    def more_math(self, fn: str, out: Tile, x: Tile) -> None:
+        i = self._i
+        if fn in ("sinh", "cosh"):
+            e, f = self.pool.alloc("float32"), self.pool.alloc("float32")
+            i(f"Exp({e.name}, {x.name}, @n);")
+            i(f"Muls({f.name}, {x.name}, -1.0f, @n);")
+            i(f"Exp({f.name}, {f.name}, @n);")
+            if fn == "cosh":
+                i(f"Add({out.name}, {e.name}, {f.name}, @n);")
+                i(f"Muls({out.name}, {out.name}, 0.5f, @n);")
+            else:  # (e^x - e^-x) / 2, and x + x^3/6 + x^5/120 + x^7/5040 where |x| < 0.5
+                i(f"Sub({e.name}, {e.name}, {f.name}, @n);")
+                i(f"Muls({e.name}, {e.name}, 0.5f, @n);")
+                z, p = self.pool.alloc("float32"), self.pool.alloc("float32")
+                i(f"Mul({z.name}, {x.name}, {x.name}, @n);")
+                i(f"Muls({p.name}, {z.name}, {float_lit(1 / 5040)}, @n);")
+                i(f"Adds({p.name}, {p.name}, {float_lit(1 / 120)}, @n);")
+                i(f"Mul({p.name}, {p.name}, {z.name}, @n);")
+                i(f"Adds({p.name}, {p.name}, {float_lit(1 / 6)}, @n);")
+                i(f"Mul({p.name}, {p.name}, {z.name}, @n);")
+                i(f"Mul({p.name}, {p.name}, {x.name}, @n);")
+                i(f"Add({p.name}, {p.name}, {x.name}, @n);")
+                i(f"Abs({z.name}, {x.name}, @n);")
+                m = self._mask(z, "LT", 0.5)
+                self._select(out, m, p, e)
+                for tmp in (m, z, p):
+                    self.pool.release(tmp)
+            self.pool.release(e)
+            self.pool.release(f)
+        elif fn in ("asinh", "acosh"):  # ln(|x| + sqrt(x^2 +- 1)), odd for asinh
+            t, a = self.pool.alloc("float32"), self.pool.alloc("float32")
+            i(f"Mul({t.name}, {x.name}, {x.name}, @n);")
+            i(f"Adds({t.name}, {t.name}, {'1.0f' if fn == 'asinh' else '(-1.0f)'}, @n);")
+            i(f"Sqrt({t.name}, {t.name}, @n);")
+            if fn == "asinh":
+                i(f"Abs({a.name}, {x.name}, @n);")
+                i(f"Add({t.name}, {t.name}, {a.name}, @n);")
+                i(f"Ln({t.name}, {t.name}, @n);")
+                self._negate_where_negative(out, t, x)
+            else:
+                i(f"Add({t.name}, {t.name}, {x.name}, @n);")
+                i(f"Ln({out.name}, {t.name}, @n);")
+            self.pool.release(t)
+            self.pool.release(a)
+        elif fn == "atanh":  # ln((1 + x) / (1 - x)) / 2
+            t, u = self.pool.alloc("float32"), self.pool.alloc("float32")
+            i(f"Adds({t.name}, {x.name}, 1.0f, @n);")
+            i(f"Muls({u.name}, {x.name}, -1.0f, @n);")
+            i(f"Adds({u.name}, {u.name}, 1.0f, @n);")
+            i(f"Div({t.name}, {t.name}, {u.name}, @n);")
+            i(f"Ln({t.name}, {t.name}, @n);")
+            i(f"Muls({out.name}, {t.name}, 0.5f, @n);")
+            self.pool.release(t)
+            self.pool.release(u)
+        elif fn == "atan":
+            self._atan(out, x)
+        elif fn in ("asin", "acos"):  # atan(x / sqrt(1 - x^2)); acos = pi/2 - asin
+            t = self.pool.alloc("float32")
+            i(f"Mul({t.name}, {x.name}, {x.name}, @n);")
+            i(f"Muls({t.name}, {t.name}, -1.0f, @n);")
+            i(f"Adds({t.name}, {t.name}, 1.0f, @n);")
+            i(f"Sqrt({t.name}, {t.name}, @n);")
+            i(f"Div({t.name}, {x.name}, {t.name}, @n);")
+            self._atan(out, t)
+            if fn == "acos":
+                i(f"Muls({out.name}, {out.name}, -1.0f, @n);")
+                i(f"Adds({out.name}, {out.name}, {float_lit(1.5707963267948966)}, @n);")
+            self.pool.release(t)
+        elif fn in ("sin", "cos"):
+            self._sincos(out, x, fn)
+        elif fn == "tan":
+            c = self.pool.alloc("float32")
+            self._sincos(c, x, "cos")
+            self._sincos(out, x, "sin")
+            i(f"Div({out.name}, {out.name}, {c.name}, @n);")
+            self.pool.release(c)
+        elif fn == "erfinv":  # M. Giles' single-precision polynomials in w = -ln((1 - x)(1 + x))
+            w, t, p, q = (self.pool.alloc("float32") for _ in range(4))
+            i(f"Muls({t.name}, {x.name}, -1.0f, @n);")
+            i(f"Adds({t.name}, {t.name}, 1.0f, @n);")
+            i(f"Adds({w.name}, {x.name}, 1.0f, @n);")
+            i(f"Mul({w.name}, {w.name}, {t.name}, @n);")
+            i(f"Ln({w.name}, {w.name}, @n);")
+            i(f"Muls({w.name}, {w.name}, -1.0f, @n);")
+            for dst, shift, coeffs in ((p, None, ERFINV_CENTRAL), (q, "sqrt", ERFINV_TAIL)):
+                if shift:
+                    i(f"Sqrt({t.name}, {w.name}, @n);")
+                    i(f"Adds({t.name}, {t.name}, -3.0f, @n);")
+                else:
+                    i(f"Adds({t.name}, {w.name}, -2.5f, @n);")
+                i(f"Duplicate({dst.name}, {float_lit(coeffs[0])}, @n);")
+                for c in coeffs[1:]:
+                    i(f"Mul({dst.name}, {dst.name}, {t.name}, @n);")
+                    i(f"Adds({dst.name}, {dst.name}, {float_lit(c)}, @n);")
+            m = self._mask(w, "LT", 5.0)
+            self._select(t, m, p, q)
+            self.pool.release(m)
+            i(f"Mul({out.name}, {t.name}, {x.name}, @n);")
+            for tmp in (w, t, p, q):
+                self.pool.release(tmp)
+        elif fn == "sign":  # 1 where x > 0, -1 where x < 0, x itself (0, -0, NaN) elsewhere
+            t = self.pool.alloc("float32")
+            m = self._mask(x, "GT", 0.0)
+            self._select(t, m, x, 0.0)
+            i(f"Duplicate({out.name}, 1.0f, @n);")
+            self._select(out, m, out, t)
+            self.pool.release(m)
+            m = self._mask(x, "LT", 0.0)
+            i(f"Duplicate({t.name}, -1.0f, @n);")
+            self._select(out, m, t, out)
+            self.pool.release(m)
+            self.pool.release(t)
+        else:
+            raise Unsupported(f"internal: no composition for {fn}")
+
+    def composed_binary(self, e: Call, guard: tuple) -> Tile:
+        """Binary functions built from others, in float32 (16-bit floats widened, rounded once)."""
+        a_e, b_e = e.args
+        dt, fn = e.dtype, e.fn
+        if dt not in VEC_TYPES:
+            raise Unsupported(f"{fn} on {dt} has no vector form")
+        a, b = self.use(a_e, guard), self.use(b_e, guard)
+        at, bt = self.tile_of(a_e, a), self.tile_of(b_e, b)
+        wide = []
+        if dt != "float32":
+            for t in (at, bt):
+                w = self.pool.alloc("float32")
+                self.cast_into(w, t)
+                wide.append(w)
+            x, y = wide
+        else:
+            x, y = at, bt
+        res = self.pool.alloc("float32")
+        i = self._i
+        if fn in ("fmax", "fmin"):
+            i(f"{'Max' if fn == 'fmax' else 'Min'}({res.name}, {x.name}, {y.name}, @n);")
+        elif fn == "hypot":
+            t = self.pool.alloc("float32")
+            i(f"Mul({res.name}, {x.name}, {x.name}, @n);")
+            i(f"Mul({t.name}, {y.name}, {y.name}, @n);")
+            i(f"Add({res.name}, {res.name}, {t.name}, @n);")
+            i(f"Sqrt({res.name}, {res.name}, @n);")
+            self.pool.release(t)
+        elif fn in ("fmod", "floordiv", "mod"):
+            t = self.pool.alloc("float32")
+            i(f"Div({t.name}, {x.name}, {y.name}, @n);")
+            i(f"Cast({t.name}, {t.name}, RoundMode::{'CAST_TRUNC' if fn == 'fmod' else 'CAST_FLOOR'}, @n);")
+            if fn == "floordiv":
+                i(f"DataCopy({res.name}, {t.name}, XbAlign(@n, 8));")
+            else:  # a - q * b
+                i(f"Mul({t.name}, {t.name}, {y.name}, @n);")
+                i(f"Sub({res.name}, {x.name}, {t.name}, @n);")
+            self.pool.release(t)
+        elif fn == "copysign":  # |a|, negated where b < 0 or b = -0 (1 / b < 0 catches both)
+            t, r = self.pool.alloc("float32"), self.pool.alloc("float32")
+            i(f"Abs({t.name}, {x.name}, @n);")
+            i(f"Reciprocal({r.name}, {y.name}, @n);")
+            self._negate_where_negative(res, t, r)
+            self.pool.release(t)
+            self.pool.release(r)
+        elif fn == "atan2":  # atan(y / x), +-pi where x < 0 (the sign of y)
+            t, c = self.pool.alloc("float32"), self.pool.alloc("float32")
+            i(f"Div({t.name}, {x.name}, {y.name}, @n);")
+            self._atan(res, t)
+            i(f"Duplicate({c.name}, {float_lit(np.pi)}, @n);")
+            self._negate_where_negative(t, c, x)
+            i(f"Add({t.name}, {t.name}, {res.name}, @n);")
+            m = self._mask(y, "LT", 0.0)
+            self._select(res, m, t, res)
+            self.pool.release(m)
+            self.pool.release(t)
+            self.pool.release(c)
+        out = self._dst((e, guard), dt)
+        if dt == "float32":
+            i(f"DataCopy({out.name}, {res.name}, XbAlign(@n, 8));")
+        else:
+            self.cast_into(out, res)
+        self.pool.release(res)
+        for w in wide:
+            self.pool.release(w)
+        for x_e, xx, tt in ((a_e, a, at), (b_e, b, bt)):
+            if tt is not xx:
+                self.pool.release(tt)
+            self.done(x_e, xx, guard)
+        return out
 
     def erf(self, out: Tile, x: Tile, complement: bool) -> None:
         """A&S 7.1.26 on |x|, then the sign of x through a Compares mask."""
@@ -526,6 +840,8 @@ class VecEmitter:
         a_e, b_e = e.args
         if e.fn == "pow":
             return self.power(e, guard)
+        if e.fn in COMPOSED_BINARY:
+            return self.composed_binary(e, guard)
         a, b = self.use(a_e, guard), self.use(b_e, guard)
         dt, n, fn = e.dtype, self.dom.count, e.fn
         out: Tile
