@@ -782,7 +782,8 @@ class VecEmitter:
             i(f"Div({t.name}, {x.name}, {y.name}, @n);")
             self._atan(res, t)
             i(f"Duplicate({c.name}, {float_lit(np.pi)}, @n);")
-            self._negate_where_negative(t, c, x)
+            i(f"Reciprocal({t.name}, {x.name}, @n);")             # the sign of a, -0 included
+            self._negate_where_negative(t, c, t)
             i(f"Add({t.name}, {t.name}, {res.name}, @n);")
             m = self._mask(y, "LT", 0.0)
             self._select(res, m, t, res)
