@@ -25,8 +25,16 @@ def verify(op, *args, **kw):
     return op.compile("ascend", *args, **kw)
 
 
-def forms(art) -> list[str]:
+def forms(art) -> list[tuple[str, str]]:
     return [(ln["role"], ln["form"]) for ln in art.resources["launches"]]
+
+
+def check_forms(art, expected) -> None:
+    got = forms(art)
+    if isinstance(expected, set):
+        assert expected <= set(got) and all(f != "scalar" for _, f in got), got
+    else:
+        assert got == expected
 
 
 @xb.tensor_op
@@ -39,7 +47,8 @@ def linear_gelu_tanh(x: xb.Tensor["B", "I"], w: xb.Tensor["O", "I"], b: xb.Tenso
     return ops.gelu(ops.linear(x, w, b), approximate="tanh")
 
 
-# name -> (operator, arguments builder, keyword arguments, expected launch forms)
+# name -> (operator, arguments builder, keyword arguments, expected launch forms: the exact list, or a set of
+# forms that must all appear -- the library's attention may split its work differently -- with no scalar path)
 CASES = {
     "mm": (ops.mm, lambda d: (arr(33, 17, dtype=d), arr(17, 9, dtype=d)), {}, [("matmul", "matmul")]),
     "bmm": (ops.bmm, lambda d: (arr(3, 17, 9, dtype=d), arr(3, 9, 5, dtype=d)), {}, [("matmul", "matmul")]),
@@ -62,11 +71,10 @@ CASES = {
                   [("main", "tiles")]),
     "attention": (ops.scaled_dot_product_attention, lambda d: (arr(2, 3, 17, 8, dtype=d), arr(2, 3, 17, 8, dtype=d),
                                                                arr(2, 3, 17, 8, dtype=d)), {},
-                  [("matmul", "matmul"), ("main", "row"), ("pack", "tiles"), ("matmul", "matmul")]),
+                  {("matmul", "matmul"), ("main", "row")}),
     "attention_causal": (ops.scaled_dot_product_attention,
                          lambda d: (arr(2, 3, 17, 8, dtype=d), arr(2, 3, 17, 8, dtype=d), arr(2, 3, 17, 8, dtype=d)),
-                         {"is_causal": True},
-                         [("matmul", "matmul"), ("main", "row"), ("pack", "tiles"), ("matmul", "matmul")]),
+                         {"is_causal": True}, {("matmul", "matmul"), ("main", "row")}),
     "conv2d": (ops.conv2d, lambda d: (arr(2, 3, 11, 13, dtype=d), arr(5, 3, 3, 3, dtype=d), arr(5, dtype=d)),
                {"stride": 2, "padding": 1}, [("pack", "tiles"), ("matmul", "matmul")]),
     "max_pool2d": (ops.max_pool2d, lambda d: (arr(2, 3, 11, 13, dtype=d), 3, 2, 1), {}, [("main", "tiles")]),
@@ -83,7 +91,7 @@ HALF = ["mm", "bmm", "linear", "linear_gelu_erf", "softmax", "log_softmax", "lay
 def test_operator_float32(name):
     op, build, kw, expected = CASES[name]
     art = verify(op, *build(np.float32), **kw)
-    assert forms(art) == expected
+    check_forms(art, expected)
     assert art.predicted and art.backend == "ascend"
     # every tail went through DataCopyPad: the twin saw no truncated DataCopy
     assert art.last_counters["totals"]["datacopy_truncated"] == 0
@@ -93,7 +101,7 @@ def test_operator_float32(name):
 def test_operator_float16(name):
     op, build, kw, expected = CASES[name]
     art = verify(op, *build(np.float16), **kw)
-    assert forms(art) == expected
+    check_forms(art, expected)
     assert art.last_counters["totals"]["datacopy_truncated"] == 0
 
 
@@ -122,7 +130,7 @@ def test_conv2d_variants_pack_windows_for_the_cube(stride, padding, dilation):
 def test_causal_mask_is_a_vector_select_on_an_index_ramp():
     q = arr(1, 2, 40, 16)
     art = verify(ops.scaled_dot_product_attention, q, q, q, is_causal=True)
-    row = art.resources["launches"][1]
-    assert row["form"] == "row" and row["scalar_path"] == []
+    rows = [i for i, ln in enumerate(art.resources["launches"]) if ln["form"] == "row"]
+    assert rows and all(art.resources["launches"][i]["scalar_path"] == [] for i in rows)
     assert "Compares(" in art.source and "rampTile" in art.source
-    assert art.last_counters["launches"][1]["ops"]["Select"] > 0
+    assert sum(art.last_counters["launches"][i]["ops"].get("Select", 0) for i in rows) > 0

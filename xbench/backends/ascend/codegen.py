@@ -331,7 +331,9 @@ class Inputs:
         self.row_tiles = row_tiles or {}
         self.pool = pool
 
-    def __call__(self, load: Load, extra: tuple) -> Tile | None:
+    def __call__(self, load: Load, extra: tuple, register: bool = True) -> Tile | None:
+        """The tile holding `load` along the domain (None: it cannot have one). With `register` False only
+        says whether it could, without claiming a queue (the emitter asks before it decides to gather)."""
         base = extra[0]
         if load.buf in self.row_tiles:
             return self.row_tiles[load.buf] if isinstance(base, Const) and base.value == 0 else None
@@ -339,13 +341,16 @@ class Inputs:
         if key not in self.entries:
             if load.dtype not in ("float32", "float16", "int32", "bfloat16"):
                 return None
+            if not register:
+                return Tile("?", load.dtype) if self.budget[0] > 0 or self.pool is not None else None
             j = len(self.entries)
             if self.budget[0] > 0:
                 self.budget[0] -= 1
                 self.entries[key] = Entry(key, load.buf, base, load.dtype, f"{self.tile_prefix}{j}",
                                           f"{self.prefix}{j}")
             elif self.pool is not None:
-                t = self.pool.alloc(load.dtype, pinned=True)
+                # a slot no instruction emitted so far has used: CopyIn fills it before Compute runs
+                t = self.pool.alloc(load.dtype, pinned=True, fresh=True)
                 self.entries[key] = Entry(key, load.buf, base, load.dtype, t.name, None)
             else:
                 return None

@@ -85,8 +85,9 @@ class Pool:
         self.views: dict[tuple[int, str], str] = {}
         self.pinned: set[int] = set()
 
-    def alloc(self, dtype: str, pinned: bool = False) -> Tile:
-        slot = self.free.pop(0) if self.free else self._new()
+    def alloc(self, dtype: str, pinned: bool = False, fresh: bool = False) -> Tile:
+        """A slot for a value of `dtype`: a free one, or (`fresh`, or none free) one no code has used yet."""
+        slot = self.free.pop(0) if self.free and not fresh else self._new()
         if pinned:
             self.pinned.add(slot)
         return Tile(self.view(slot, dtype), dtype, () if pinned else (slot,))
@@ -154,7 +155,7 @@ class VecEmitter:
 
     def __init__(self, src: Source, domain: Domain, pool: Pool, sw: ScalarWriter, scope: ScalarScope,
                  shapes: dict[str, tuple[int, ...]], sizes: dict[str, int], *,
-                 inputs: Callable[[Load, tuple], Tile | None],
+                 inputs: Callable[..., Tile | None],
                  vlocals: dict[str, Tile] | None = None,
                  ranges: dict[str, tuple[int, int]] | None = None,
                  features: Features | None = None,
@@ -218,7 +219,7 @@ class VecEmitter:
             return "V"
         if isinstance(e, Load):
             acc = self.access(e, guarded)
-            if acc.kind == "contiguous" and e.dtype in CTYPE and self.inputs(e, (acc.base,)) is not None:
+            if acc.kind == "contiguous" and e.dtype in CTYPE and self.inputs(e, (acc.base,), False) is not None:
                 return "V"
             return "G"
         if isinstance(e, (Idx, Const)):
