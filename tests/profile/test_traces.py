@@ -242,3 +242,21 @@ def test_trace_generation_speed(cpu) -> None:
     n = sum(len(t) for t in tr.all())
     rate = n / (time.perf_counter() - t0)
     assert n == 256 * 6 * 1024 and rate > 1e6
+
+
+def test_footprint_prewarm_keeps_data_that_fits_the_last_level(cpu) -> None:
+    """Repeated runs of a kernel whose data fits the 256 KiB L3: the whole warm simulation has no memory traffic;
+    the sampled one matches it when its windows start from the program's footprint, not without."""
+    p = xb.ops.rms_norm.lower(np.zeros((96, 256), np.float32), (256,), np.ones(256, np.float32))  # 2 x 96 KiB
+    lay = T.layout(p)
+    tr = T.cpu_trace(p, p.kernels[0], cpu, lay=lay)
+    h = Hierarchy.from_target(cpu)
+    foot = T.footprint_trace(p, lay)
+    assert len(foot) == (96 * 256 * 4 * 2 + 256 * 4) // 64 and foot.write[-1] and not foot.write[0]
+    (whole,) = T.simulate_program([tr], h, budget=10 ** 7)
+    assert whole.exact and whole.dram_bytes == 0
+    (warm,) = T.simulate_program([tr], h, budget=60_000, footprint=foot)
+    (cold,) = T.simulate_program([tr], h, budget=60_000)
+    assert not warm.exact and warm.dram_bytes == 0
+    assert any("fits the last level" in n for n in warm.notes)
+    assert cold.dram_bytes > 0.5 * 2 * 96 * 256 * 4

@@ -130,6 +130,7 @@ class KernelCounts:
     access_bytes: float = 0.0
     scratch_accesses: float = 0.0          # loads and stores of row-local scratch
     contraction: tuple[int, int, int, int] | None = None      # (batch, M, N, K) of a contraction kernel
+    short_reductions: dict[str, float] = field(default_factory=dict)   # reduce kind -> steps in loops < 64 long
     dtype: str = "float32"                 # the kernel's main compute type
 
     @property
@@ -154,6 +155,9 @@ class KernelCounts:
 
     def flops_on(self, unit: str) -> float:
         return float(sum(v for (_, u), v in self.flops.items() if u == unit))
+
+
+SHORT_REDUCTION = 64     # a reduction loop shorter than this overlaps with its neighbours' (pooling windows)
 
 
 def _is_index_only(e: Expr) -> bool:
@@ -218,6 +222,8 @@ class _Counter:
                 self.calls([s.body], loop, n, 1)
                 _add(self.c.flops, (s.dtype, "vector"), n * self.P)
                 _add(self.c.functions, f"reduce_{s.kind}", n * self.P)
+                if n < SHORT_REDUCTION:
+                    _add(self.c.short_reductions, f"reduce_{s.kind}", n * self.P)
             elif isinstance(s, Contract):
                 roles = contract_roles(self.k)
                 if roles is not None:
@@ -426,8 +432,7 @@ def program_data(program: Program, arrays: Sequence[np.ndarray]) -> dict[str, np
 
 # ---- the cpu model's constants, from micro-benchmarks --------------------------------------------------------
 
-MODEL_VERSION = 2
-_N_ELEM = 4096          # float32 elements of the in-core micro-benchmarks (16 KiB: resident in L1)
+MODEL_VERSION = 7
 
 
 def _fn_op(name: str):
@@ -456,6 +461,14 @@ def _fn_op(name: str):
     return None
 
 
+# cheap vector operations priced as one class ("simple"), and the operators measured for it
+SIMPLE = frozenset({"add", "sub", "mul", "neg", "abs", "maximum", "minimum", "fmax", "fmin", "sign", "copysign",
+                    "floor", "ceil", "trunc", "round", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+                    "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+                    "bitwise_not", "shl", "shr", "isnan", "isinf", "isfinite", "signbit"})
+SIMPLE_PROBES = ("add", "mul", "sub", "maximum", "neg")
+
+
 @dataclass
 class CpuModel:
     """Constants of the cpu model, each measured by a micro-benchmark (never by the operators predicted).
@@ -464,10 +477,14 @@ class CpuModel:
     call_us / parallel_us: a serial / parallel (prange) numba kernel call that does nothing;
     run_us: the host side of `Artifact.run` (argument checks, output allocation) beyond one kernel call;
     c_op_ns: one vector operation per element per core (2 / single-core FMA peak);
-    c_access_ns: one element load or store in L1 per core, from `y = x + 1` on 16 KiB (minus c_op);
-    fn_ns: one evaluation of a scalar function (or reduction step) per element per core, from `y = f(x)`
-      (`x.sum(-1)`, ...) on 16 KiB through the cpu backend, minus its loads and stores;
-    blas_flops: FLOP/s of np.dot (the BLAS the backend calls) on 384^3, all cores;
+    c_access_ns: one element load or store per core, from `y = x + 1` (minus c_op);
+    fn_ns: one evaluation of a scalar function (or reduction step) per element per core, from `y = f(x)`; "scan":
+      one step of a running sum (a numba prefix-sum loop, minus its load and store); the
+      cheap operations (`SIMPLE`: add, compare, min/max, ...) share one cost, "simple", measured on several
+      (`x.sum(-1)` over rows of 1024, ...) through the cpu backend, minus its loads and stores;
+    (each of these is the slope between 4 Ki and 32 Ki elements, serial: fixed costs cancel);
+    blas_flops: FLOP/s of np.dot called from numba (the BLAS and path the backend uses) on square GEMMs of
+      `BLAS_SIZES` ("float32@256", ...; "float32" is the largest), interpolated by FLOP count (`blas_rate`);
     bw_1core: bytes/s of one thread reading data resident in each cache level, and of the triad from memory.
     """
 
@@ -486,7 +503,9 @@ class CpuModel:
     version: int = MODEL_VERSION
 
     def fn(self, name: str) -> float:
-        return self.fn_ns.get(name, self.c_op_ns)
+        if name in SIMPLE:
+            return self.fn_ns.get("simple", self.c_op_ns)
+        return self.fn_ns.get(name, self.fn_ns.get("simple", self.c_op_ns))
 
 
 def _median_time(fn, *, warmup: int = 2, reps: int = 5, min_s: float = 0.01) -> float:
@@ -524,20 +543,69 @@ def _measure_overheads() -> tuple[float, float, float]:
     return call * 1e6, par * 1e6, max(0.0, (run - call) * 1e6)
 
 
-def _per_element(op, nargs: int, run_us: float, call_us: float) -> float:
-    """ns per element of `op` on float32 data of 16 KiB per argument, serial."""
+def _per_element(op, nargs: int) -> float:
+    """Marginal ns per element of `op` on float32 data, serial: the slope between 4 Ki and 32 Ki elements (the
+    arrays stay in L2; call and host overheads cancel). nargs: 1 unary, 3 binary, 2 a row reduction (rows of
+    1024)."""
     rng = np.random.default_rng(0)
-    if nargs == 2:                                         # a reduction over rows of 64
-        args = [rng.uniform(0.5, 1.5, (_N_ELEM // 64, 64)).astype(np.float32)]
-    else:
-        args = [rng.uniform(0.5, 1.5, _N_ELEM).astype(np.float32) for _ in range(max(1, nargs - 1))]
-    prog = op.lower(*args)
-    sched = {k.name: {"parallel": False} for k in prog.kernels}
-    art = op.compile("cpu", *args, schedule=sched)
-    arrays = op.arrays(*args)
-    art.run(*arrays)
-    t = _median_time(lambda: art.run(*arrays))
-    return max(0.0, (t * 1e6 - run_us - call_us * len(prog.kernels)) * 1e3 / _N_ELEM)
+    times = []
+    sizes = (4096, 32768)
+    for n in sizes:
+        if nargs == 2:
+            args = [rng.uniform(0.5, 1.5, (n // 1024, 1024)).astype(np.float32)]
+        else:
+            args = [rng.uniform(0.5, 1.5, n).astype(np.float32) for _ in range(max(1, nargs - 1))]
+        prog = op.lower(*args)
+        art = op.compile("cpu", *args, schedule={k.name: {"parallel": False} for k in prog.kernels})
+        arrays = op.arrays(*args)
+        art.run(*arrays)
+        times.append(_median_time(lambda art=art, arrays=arrays: art.run(*arrays)))
+    return max(0.0, (times[1] - times[0]) * 1e9 / (sizes[1] - sizes[0]))
+
+
+BLAS_SIZES = (64, 128, 256, 512)      # square GEMMs the BLAS rate is measured on
+
+
+def blas_rate(model: CpuModel, dtype: str, flops: float) -> float:
+    """FLOP/s of one BLAS call doing `flops`: the measured rates of square GEMMs interpolated (log-log) by
+    their FLOP count, flat beyond the measured range."""
+    pts = sorted((2.0 * n ** 3, model.blas_flops[f"{dtype}@{n}"]) for n in BLAS_SIZES
+                 if f"{dtype}@{n}" in model.blas_flops)
+    if not pts:
+        return model.blas_flops.get(dtype, model.blas_flops.get("float32", 1e9))
+    xs = np.log([p[0] for p in pts])
+    ys = np.log([p[1] for p in pts])
+    return float(np.exp(np.interp(math.log(max(flops, 1.0)), xs, ys)))
+
+
+def _prefix_slope() -> float:
+    """Marginal ns per element of a serial running sum in numba (4 Ki to 32 Ki float32 elements)."""
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def prefix(x, y):
+        s = np.float32(0.0)
+        for i in range(x.shape[0]):
+            s += x[i]
+            y[i] = s
+
+    times = []
+    for n in (4096, 32768):
+        x = np.ones(n, np.float32)
+        y = np.empty_like(x)
+        prefix(x, y)
+        times.append(_median_time(lambda x=x, y=y: prefix(x, y)))
+    return max(0.0, (times[1] - times[0]) * 1e9 / (32768 - 4096))
+
+
+def _numba_gemm():
+    """np.dot inside a numba function: the BLAS (SciPy's) and the call path the cpu backend's contractions use."""
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def gemm(a, b, c):
+        np.dot(a, b, c)
+    return gemm
 
 
 def _model_path():
@@ -578,13 +646,19 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         base_op = xb.tensor_op(lambda v: v + 1.0, name="calib_base")
         peak1 = (t.cpu.single_core_peak.get("float32") if t.cpu else None) or t.peak_flops("float32") / t.compute_units
         c_op = 2.0 / peak1 * 1e9
-        base = _per_element(base_op, 1, run, call)
+        base = float(np.median([_per_element(base_op, 1) for _ in range(3)]))
         c_access = max(0.0, (base - c_op) / 2)
         blas = {}
+        gemm = _numba_gemm()
         for dt in (np.float32, np.float64):
-            a = np.random.default_rng(1).standard_normal((384, 384)).astype(dt)
-            np.dot(a, a)
-            blas[np.dtype(dt).name] = 2 * 384 ** 3 / _median_time(lambda a=a: np.dot(a, a))
+            for n in BLAS_SIZES:
+                a = np.random.default_rng(1).standard_normal((n, n)).astype(dt)
+                c_ = np.empty_like(a)
+                gemm(a, a, c_)
+                rate = float(np.median([2 * n ** 3 / _median_time(lambda a=a, c_=c_: gemm(a, a, c_))
+                                        for _ in range(3)]))
+                blas[f"{np.dtype(dt).name}@{n}"] = rate
+            blas[np.dtype(dt).name] = blas[f"{np.dtype(dt).name}@{BLAS_SIZES[-1]}"]
         bw1 = {}
         for lv in t.caches:
             share = lv.size_bytes if lv.scope != "shared" else lv.size_bytes // max(1, t.compute_units)
@@ -597,15 +671,29 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         model = CpuModel(key, t.compute_units, numba.get_num_threads(), call, par, run, c_op, c_access, {}, blas,
                          bw1, _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
         changed = True
+    if "scan" not in model.fn_ns and any(f.startswith("scan_") for f in functions):
+        # a running sum: one dependent add per element (the cpu backend's scan loop)
+        model.fn_ns["scan"] = max(model.c_op_ns, float(np.median([_prefix_slope() for _ in range(3)]))
+                                  - 2 * model.c_access_ns)
+        changed = True
+    if "simple" not in model.fn_ns:
+        # one cost for the cheap vector operations (a class measured together: single measurements of
+        # sub-nanosecond costs are noisy on a shared machine)
+        costs = []
+        for name in SIMPLE_PROBES:
+            op, nargs = _fn_op(name)
+            costs.append(_per_element(op, nargs) - nargs * model.c_access_ns)
+        model.fn_ns["simple"] = max(model.c_op_ns, float(np.median(costs)))
+        changed = True
     for name in functions:
-        if name in model.fn_ns or name in ("mac",) or name.startswith(("scan_", "sort_")):
+        if name in model.fn_ns or name in SIMPLE or name in ("mac",) or name.startswith(("scan_", "sort_")):
             continue
         made = _fn_op(name)
         if made is None:
             continue
         op, nargs = made
         try:
-            per = _per_element(op, nargs, model.run_us, model.call_us)
+            per = float(np.median([_per_element(op, nargs) for _ in range(3)]))
         except Exception:  # a function the cpu backend cannot compile alone: priced as a vector op
             continue
         accesses = 1 if nargs == 2 else nargs
@@ -673,19 +761,22 @@ def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: 
         if fn == "mac":
             continue
         if fn.startswith("scan_"):
-            ns += n * ASSUMPTIONS["cpu_scan_latency_cycles"].value * (32.0 / clock_flops) * 1e9
+            ns += n * (model.fn_ns["scan"] if "scan" in model.fn_ns else
+                       ASSUMPTIONS["cpu_scan_latency_cycles"].value * (32.0 / clock_flops) * 1e9)
         elif fn.startswith("sort_"):
             ns += n * 4 * (32.0 / clock_flops) * 1e9
         else:
-            ns += n * model.fn(fn)
+            short = c.short_reductions.get(fn, 0.0)
+            # a long reduction is a dependency chain (its calibrated cost); short ones overlap like plain ops
+            ns += (n - short) * model.fn(fn) + short * model.fn("simple")
     accesses = c.accesses + c.scratch_accesses
     if blas:
         B, M, N, K = c.contraction
-        rate = model.blas_flops.get(c.dtype, model.blas_flops.get("float32", 1e9))
+        rate = blas_rate(model, c.dtype, 2.0 * M * N * K)          # one BLAS call per batch point
         gemm = 2.0 * B * M * N * K / rate
         pack_accesses = max(0.0, accesses - (B * M * K + B * N * K))
         core = gemm + (ns + pack_accesses * model.c_access_ns) * 1e-9 / max(1, model.threads)
-        notes.append(f"BLAS at {rate / 1e9:.1f} GFLOP/s (np.dot, 384^3)")
+        notes.append(f"BLAS at {rate / 1e9:.1f} GFLOP/s (np.dot from numba, interpolated by size)")
     else:
         if "mac" in c.functions:
             ns += c.functions["mac"] * model.c_op_ns

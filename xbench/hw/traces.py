@@ -1383,6 +1383,27 @@ def gpu_trace(program: Program, kernel: Kernel, target: Target, *, resources: Ma
 
 # ---- simulating a program's traces ------------------------------------------------------------------------
 
+def footprint_trace(program: Program, lay: Layout, line: int = 64) -> Trace:
+    """One access per line of every buffer in the layout (the program's global buffers and the packing buffers
+    its traces added), inputs first and written buffers last, as stores: the caches' contents in the steady
+    state of repeated runs when all of it fits (see `simulate_program`)."""
+    first, last = [], []
+    for name, base in lay.bases.items():
+        if name in program.aliases:
+            continue
+        nbytes = int(np.prod(lay.shapes[name], dtype=np.int64)) * lay.itemsizes[name]
+        lines = np.arange(base // line, (base + max(nbytes, 1) - 1) // line + 1, dtype=np.int64) * line
+        b = program.buffers.get(name)
+        written = b is None or b.role in ("output", "temp")
+        (last if written else first).append((lines, written))
+    parts = first + last
+    if not parts:
+        return _empty_trace()
+    addr = np.concatenate([p[0] for p in parts])
+    write = np.concatenate([np.full(len(p[0]), p[1]) for p in parts])
+    return Trace(addr, write, line)
+
+
 _COUNTERS = ("load_hits", "load_misses", "store_hits", "store_misses", "writebacks", "write_through_bytes")
 
 
@@ -1545,8 +1566,9 @@ class _Subset(KernelTrace):
 
 
 def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int, rng: np.random.Generator,
-             confidence: float, cores: int, method: str, extra_notes: Sequence[str] = ()):
-    """Time sampling: `samples` windows of steps, each after a (line-filtered, capped) warm-up."""
+             confidence: float, cores: int, method: str, extra_notes: Sequence[str] = (), prewarm: Trace | None = None):
+    """Time sampling: `samples` windows of steps, each after a (line-filtered, capped) warm-up, itself after
+    `prewarm` (the program's footprint) when given."""
     per_step = max(est / max(t.steps, 1), 1e-9)
     period = max(1, int(getattr(t, "period", 1)))      # steps of one point / block: windows cover whole ones
     win = max(1, int(budget / 3 / samples / per_step))
@@ -1565,6 +1587,9 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
         lo = i * stratum + int(rng.integers(0, max(1, stratum - win + 1)))
         lo = min(lo // period * period, max(0, t.steps - win))
         sim = CacheSimulator(h, cores=cores)
+        if prewarm is not None:
+            _run(sim, [prewarm])
+            simulated += len(prewarm)
         # warm-up: extend backwards (doubling) until it touches as many lines as the largest cache holds, reaches
         # the start of the trace, or the cap
         chunks: list[list[Trace]] = []
@@ -1590,7 +1615,7 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
         body = t.generate(lo, lo + win)
         nbytes += _run(sim, body)
         c = _counts(sim)
-        if lines < need_lines and a > 0:
+        if lines < need_lines and a > 0 and prewarm is None:
             # the largest cache is not full yet, so it writes back less than in the steady state: count every
             # line of a global buffer the window stores to as one line written to memory
             end = getattr(t, "global_end", None)
@@ -1603,7 +1628,9 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
         drams.append((c[-1][0] + c[-1][1]) / win * t.steps)
     mean = np.mean(counts, axis=0) * t.steps
     notes = [f"sampled: {samples} windows of {win} of {t.steps} steps, {confidence:.0%} intervals", *extra_notes]
-    if capped:
+    if prewarm is not None:
+        notes.append("windows start from the program's data in the caches (it fits the last level)")
+    elif capped:
         notes.append("warm-ups capped before filling the largest cache: reuse at longer distances is missed; "
                      "memory writes counted as the lines of global buffers stored to")
     return mean, rates, drams, nbytes / (samples * win) * t.steps, simulated, notes
@@ -1611,7 +1638,8 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
 
 def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cores: int | None = None,
                      budget: int = 2_000_000, samples: int = 8, seed: int = 0, warm: bool = True,
-                     flush: bool = False, confidence: float = 0.95) -> list[KernelCache]:
+                     flush: bool = False, footprint: Trace | None = None,
+                     confidence: float = 0.95) -> list[KernelCache]:
     """Hit rates and traffic of each kernel of a program.
 
     When the whole program fits `budget` simulated accesses it is simulated whole; with `warm=True` it runs
@@ -1623,7 +1651,9 @@ def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cor
     doubled until it touches as many lines as the largest cache holds, within a cap); counts are extrapolated
     per step and hit rates averaged over the windows, with a Student-t interval. Traces with many streams
     (GPU SMs) are sampled by groups of consecutive SMs on a hierarchy whose shared levels are shrunk to the
-    group's share (data shared with other SMs is then under-represented).
+    group's share (data shared with other SMs is then under-represented). With `warm=True` and a `footprint`
+    (`footprint_trace`) that fits the last-level cache, each sampled window starts from that footprint loaded,
+    the steady state of repeated runs whose data stays cached.
     """
     import time as _time
     cores = cores or max([t.streams for t in traces] + [1])
@@ -1677,8 +1707,10 @@ def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cor
         if t.streams > 8 and t.streams >= 4 * samples:
             out.append(_sm_groups(t, hierarchy, est, share, samples, rng, confidence, t0))
             continue
+        pre = footprint if warm and footprint is not None and len(footprint) and \
+            footprint.bytes <= hierarchy.levels[-1].size_bytes * 0.9 else None
         mean, rates, drams, nb, simulated, notes = _windows(t, hierarchy, est, share, samples, rng, confidence,
-                                                            cores, "windows")
+                                                            cores, "windows", prewarm=pre)
         out.append(_kernel_result(t.kernel, hierarchy, mean, rates, drams, nb, False, simulated,
                                   _time.perf_counter() - t0, t, "windows", confidence, notes))
     return out

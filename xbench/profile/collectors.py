@@ -156,6 +156,16 @@ class Context:
                 raise Failed(f"the {backend} backend runs on {what}, whose run time says nothing about the "
                              f"hardware; see predicted_time_ms")
             arrays = self.arrays
+            if backend == "cuda" and hasattr(art, "device_args") and hasattr(art, "launch"):
+                # on the GPU: the kernels alone, on device-resident inputs, synchronised after each launch
+                from numba import cuda
+                b = art.device_args(*arrays)
+
+                def once() -> None:
+                    art.launch(b)
+                    cuda.synchronize()
+                once()
+                return bench(once, **self.options.get("bench", {}))
             art.run(*arrays)
             return bench(lambda: art.run(*arrays), **self.options.get("bench", {}))
         return self._get(("timing", backend), make)
@@ -216,7 +226,9 @@ class Context:
                                           shared_mem_carveout=min(carve, (l1.size_bytes or 0) // 2))
                 cores = target.compute_units
             gpu = target.kind == "gpu"      # GPU profilers flush the caches between kernels; CPU timings run warm
-            return T.simulate_program(traces, h, cores=cores, budget=self.budget, warm=not gpu, flush=gpu)
+            foot = None if gpu else T.footprint_trace(prog, lay, h.levels[-1].line_bytes)
+            return T.simulate_program(traces, h, cores=cores, budget=self.budget, warm=not gpu, flush=gpu,
+                                      footprint=foot)
         return self._get(("caches", target.name), make)
 
     def prediction(self, target: Target):
@@ -353,6 +365,8 @@ class Timing:
                 yield unavailable("time_ms", str(e), unit="ms", backend=be, target=tname)
                 continue
             note = f"median of {t.samples} samples x {t.calls_per_sample} calls" + (" (noisy)" if t.noisy else "")
+            if be == "cuda":
+                note += "; kernels only, inputs on the device"
             yield Metric("time_ms", t.median_ms, "ms", "measured", be, tname, low=t.q1_ms, high=t.q3_ms, note=note)
             s = t.median_ms / 1e3
             flops = sum(c.total_flops for c in cs)
