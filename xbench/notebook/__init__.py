@@ -20,6 +20,21 @@ def unload_ipython_extension(ipython: Any) -> None:
     comm.unregister(ipython)
 
 
+def last_result(name: str) -> Any:
+    """What the last `%%tensorop` cell found for operator `name` in this session: `.backends[b]` (status, error,
+    timing, artifact), `.dims`, `.record()`, and `.report` (the `xb.profile` Report of a `--profile` cell)."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    magics = shell.magics_manager.registry.get("XbenchMagics") if shell is not None else None
+    if magics is None:
+        raise LookupError("xbench is not loaded in this session; run %load_ext xbench first")
+    if name not in magics.compiled:
+        known = ", ".join(magics.compiled) or "none yet"
+        raise LookupError(f"no %%tensorop cell has compiled {name!r} in this session (compiled: {known})")
+    return magics.compiled[name]
+
+
 def explore(op: Any, sizes: Any = None, **options: Any) -> Any:
     """`xb.explore(op, sizes={"N": 1024}, backends=[...], targets=[...], dtype="float32")`: see
     `xbench.notebook.explore.explore`."""

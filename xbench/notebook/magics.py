@@ -90,6 +90,7 @@ class XbenchMagics(Magics):
         self.defaults = Settings()
         self.compiled: dict[str, OperatorResult] = {}
         self.last_error: CellError | None = None
+        self.last_view: CellView | None = None
 
     # ---- %%tensorop -------------------------------------------------------------------------------------------
     @magic_arguments()
@@ -157,7 +158,8 @@ class XbenchMagics(Magics):
             results.append(result)
             self._publish(result)
         self.last_error = None
-        display(CellView(results, settings.show, notes))
+        self.last_view = CellView(results, settings.show, notes)
+        display(self.last_view)
 
     def _fail(self, err: CellError) -> CellError:
         self.last_error = err

@@ -165,11 +165,14 @@ class BackendResult:
     @property
     def ub_bytes(self) -> int | None:
         res = getattr(self.artifact, "resources", None) or {}
-        for key in ("ub_bytes", "ub_high_water", "ub_peak_bytes"):
+        for key in ("ub_bytes", "ub_total"):
             value = res.get(key)
             if isinstance(value, (int, np.integer)):
                 return int(value)
-        return None
+        launches = res.get("launches")
+        totals = [ln["ub_total"] for ln in launches if isinstance(ln, Mapping) and "ub_total" in ln] \
+            if isinstance(launches, list) else []
+        return int(max(totals)) if totals else None
 
 
 def _short(exc: BaseException) -> str:
@@ -266,7 +269,7 @@ class ProfileResult:
 
 def figure_png(fig: Any) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=72, metadata={"Software": None})
     try:
         import matplotlib.pyplot as plt
         plt.close(fig)
@@ -316,6 +319,16 @@ class OperatorResult:
     def dims(self) -> dict[str, int]:
         return dict(self.inputs.dims)
 
+    @property
+    def report(self) -> Any:
+        """The profile Report (`--profile`), or None."""
+        return self.profile.report if self.profile is not None else None
+
+    def kernel_sources(self) -> dict[str, str]:
+        """The kernels alone (no module preamble) per backend, for reading backends side by side."""
+        return {name: "\n\n".join(k.source for k in r.artifact.kernels)
+                for name, r in self.backends.items() if r.artifact is not None and r.artifact.kernels}
+
     def sources(self) -> dict[str, str]:
         """Generated text per kind (cpu, cuda, ptx, ascend, or any other backend's name) that exists."""
         out: dict[str, str] = {}
@@ -357,19 +370,20 @@ class OperatorResult:
         }
 
 
-def _predicted_ms(profile: ProfileResult | None, backend: str) -> float | None:
-    """A time for `backend` from the profile report, when the report offers one through `rep[...]`."""
+def predicted_time(profile: ProfileResult | None, backend: str) -> tuple[float, str] | None:
+    """(ms, target): the profile's predicted time of `backend` on the first target it was predicted for."""
     report = profile.report if profile is not None else None
-    if report is None:
+    if report is None or not hasattr(report, "filter"):
         return None
-    for key in ((backend, "time_ms"), (backend, "predicted_ms")):
-        try:
-            value = report[key]
-        except Exception:  # the report does not carry this metric
-            continue
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            return float(value)
+    for m in report.filter("predicted_time_ms", backend=backend):
+        if isinstance(m.value, (int, float)) and math.isfinite(m.value):
+            return float(m.value), str(m.target)
     return None
+
+
+def _predicted_ms(profile: ProfileResult | None, backend: str) -> float | None:
+    found = predicted_time(profile, backend)
+    return found[0] if found else None
 
 
 def signature(op: Operator) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from .runner import (
     OperatorResult,
     ProfileResult,
     installed_backends,
+    predicted_time,
 )
 
 TITLES = {"summary": "Summary", "ir": "IR", "cpu": "CPU", "cuda": "CUDA", "ptx": "PTX", "ascend": "Ascend C",
@@ -25,21 +27,26 @@ LANG = {"cpu": "python", "cuda": "python", "ascend": "cpp", "ptx": "text", "ir":
 SHOW_CHOICES = ("summary", "ir", "cpu", "cuda", "ptx", "ascend", "compare", "resources", "metrics", "roofline")
 STATUS_MARK = {"pass": "✓ pass", "fail": "✗ fail", "error": "! error"}
 STATUS_COLOR = {"pass": "#1a7f37", "fail": "#cf222e", "error": "#9a6700"}
+TIME_WIDTH = len("999 µs (ascend-910b)")
 NO_PROFILE = "run the cell with --profile for the metrics table and the roofline"
-_CODE_STYLE = ("max-height: 32em; overflow: auto; font-size: 12px; line-height: 1.35; margin: 0; "
+_CODE_STYLE = ("max-height: 32em; overflow: auto; white-space: pre; font-size: 12px; line-height: 1.35; margin: 0; "
                "padding: 6px; border: 1px solid #ddd;")
 
 
 # ---- formatting ---------------------------------------------------------------------------------------------
 
 def fmt_time(ms: float | None) -> str:
-    """A duration with three significant digits in the unit that suits it (ns, µs, ms, s)."""
+    """A duration with three significant digits in the unit that suits it (ns, µs, ms, s). The number is
+    always four characters wide (' 314', '31.4', '3.14'), so tables of times keep their columns."""
     if ms is None:
         return "—"
-    for scale, unit in ((1e-3, "ns"), (1.0, "µs"), (1e3, "ms")):
-        if ms < scale:
-            return f"{ms / scale * 1e3:.3g} {unit}"
-    return f"{ms / 1e3:.3g} s"
+    v, unit = ms * 1e6, "ns"
+    for name, scale in (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)):
+        v, unit = float(f"{ms * 1e6 / scale:.3g}"), name
+        if v < 1000:
+            break
+    num = f"{v:4.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+    return f"{num} {unit}"
 
 
 def fmt_error(x: float | None) -> str:
@@ -75,11 +82,27 @@ def _scalar(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool)) or v is None
 
 
+def _shown(key: str, v: Any) -> bool:
+    """Resource entries worth a row: not the toolchain's raw output, not the cache's file paths, not the counters
+    of the latest run (the profiler reports those)."""
+    if key in ("ptxas_output", "function", "launches", "entry", "counters"):
+        return False
+    return not (isinstance(v, str) and os.path.isabs(v))
+
+
+def _value(key: str, v: Any) -> str:
+    if key.endswith("_ms") and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return fmt_time(float(v))
+    return _cell(v)
+
+
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
-    if isinstance(v, (list, tuple)) and all(_scalar(x) for x in v):
-        return "(" + ", ".join(str(x) for x in v) + ")"
+    if isinstance(v, (list, tuple)):
+        return "(" + ", ".join(_cell(x) for x in v) + ")"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{k}: {_cell(x)}" for k, x in v.items()) + "}"
     return str(v)
 
 
@@ -92,14 +115,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, escape: bool
 
 
 def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    # a time column is as wide as its widest possible entry, so measured times never shift the columns after it
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    widths = [max(w, TIME_WIDTH) if h.startswith("time") else w for w, h in zip(widths, header)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)
 
 
 # ---- what each tab says ---------------------------------------------------------------------------------------
 
-SUMMARY_HEADER = ("backend", "status", "max |error|", "rtol", "time of run()", "note")
+SUMMARY_HEADER = ("backend", "status", "max |error|", "rtol", "time of run()", "time predicted", "note")
 
 
 def summary_rows(result: OperatorResult) -> list[list[str]]:
@@ -109,8 +134,11 @@ def summary_rows(result: OperatorResult) -> list[list[str]]:
             time = "simulated (no time)"
         else:
             time = fmt_time(r.time_ms) + (" (noisy)" if r.timing is not None and r.timing.noisy else "")
+        found = predicted_time(result.profile, name)
+        predicted = f"{fmt_time(found[0])} ({found[1]})" if found else "—"
         rtol = f"{r.tolerance[0]:.1e}" if r.tolerance else "—"
-        rows.append([name, STATUS_MARK[r.status], fmt_error(r.max_abs_error), rtol, time, r.message or ""])
+        rows.append([name, STATUS_MARK[r.status], fmt_error(r.max_abs_error), rtol, time, predicted,
+                     r.message or ""])
     return rows
 
 
@@ -130,23 +158,25 @@ def resource_tables(result: OperatorResult) -> list[tuple[str, list[str], list[l
         art = r.artifact
         if art is None:
             continue
-        totals = [[k, _cell(v)] for k, v in art.resources.items()
-                  if (_scalar(v) or isinstance(v, (list, tuple))) and k != "file"]
+        totals = [[k, _value(k, v)] for k, v in art.resources.items() if _shown(k, v)]
         if totals:
             out.append((f"{name}: totals", ["", "value"], totals))
         per: dict[str, dict[str, Any]] = {}
         for k in art.kernels:
             launches = k.resources.get("launches")
-            items = launches.items() if isinstance(launches, Mapping) else [(k.name, k.resources)]
+            if isinstance(launches, Mapping):          # cuda: launch name -> resources
+                items = list(launches.items())
+            elif isinstance(launches, list) and launches and all(isinstance(x, Mapping) for x in launches):
+                items = [(str(x.get("entry", f"{k.name}[{i}]")), x) for i, x in enumerate(launches)]
+            else:
+                items = [(k.name, k.resources)]
             for launch, res in items:
-                per[launch] = {key: v for key, v in res.items()
-                               if key not in ("ptxas_output", "function", "launches")
-                               and (_scalar(v) or isinstance(v, (list, tuple)))}
+                per[launch] = {key: v for key, v in res.items() if _shown(key, v)}
         if per:
             keys: list[str] = []
             for res in per.values():
                 keys.extend(k for k in res if k not in keys)
-            rows = [[key, *(_cell(res.get(key, "")) for res in per.values())] for key in keys]
+            rows = [[key, *(_value(key, res.get(key, "")) for res in per.values())] for key in keys]
             out.append((f"{name}: per kernel", ["", *per], rows))
     return out
 
@@ -229,9 +259,10 @@ class OperatorView:
             panes.append((name, W.HTML(backend_html(br, sources.get(name), LANG.get(name, "text")))))
             if name == "cuda" and "ptx" in sources:
                 panes.append(("ptx", W.HTML(pre(sources["ptx"]))))
-        side = [k for k in ("cpu", "cuda", "ascend") if k in sources]
+        kernels = r.kernel_sources()
+        side = [k for k in ("cpu", "cuda", "ascend") if k in kernels]
         if len(side) > 1:
-            columns = [W.VBox([W.HTML(f"<b>{TITLES[k]}</b>"), W.HTML(highlight(sources[k], LANG[k]))],
+            columns = [W.VBox([W.HTML(f"<b>{TITLES[k]}</b>"), W.HTML(highlight(kernels[k], LANG[k]))],
                               layout=W.Layout(flex="1 1 0", min_width="0")) for k in side]
             panes.append(("compare", W.HBox(columns, layout=W.Layout(width="100%"))))
         tables = resource_tables(r)
@@ -325,7 +356,8 @@ def _tab_text(r: OperatorResult, key: str) -> str | None:
     if key in r.backends:
         return f"{key}: {r.backends[key].status}: {r.backends[key].message}"
     if key == "compare":
-        return "\n\n".join(f"-- {TITLES[k]} --\n{sources[k]}" for k in ("cpu", "cuda", "ascend") if k in sources)
+        kernels = r.kernel_sources()
+        return "\n\n".join(f"-- {TITLES[k]} --\n{kernels[k]}" for k in ("cpu", "cuda", "ascend") if k in kernels)
     if key == "resources":
         return "\n\n".join(f"{t}\n{_text_table(h, rows)}" for t, h, rows in resource_tables(r))
     if key == "metrics":
