@@ -565,7 +565,7 @@ class ModuleWriter:
         src()
         src()
         safe = self.safe
-        src(f"def run({', '.join(safe[n] for n in p.inputs + consts)}, grid=GRID):")
+        src(f"def run({''.join(safe[n] + ', ' for n in p.inputs + consts)}grid=GRID):")
         with src.indent():
             src("_b = alloc(grid)")
             for name in p.inputs + consts:
