@@ -284,3 +284,12 @@ def test_device_args_launch_outputs():
     art.launch(bufs)                                         # idempotent: inputs are not overwritten
     (out,) = art.outputs(bufs)
     np.testing.assert_allclose(out, N.rms_norm(x.astype(np.float64), w), rtol=1e-5, atol=1e-5)
+
+
+def test_program_without_tensor_inputs():
+    @xb.tensor_op
+    def ramp(n):
+        return xb.arange(n) * 3 + 1
+
+    _, out = check(ramp, 7, expect=np.arange(7) * 3 + 1)
+    assert out.dtype == np.int64
