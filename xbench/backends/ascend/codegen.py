@@ -491,7 +491,7 @@ class TileBody:
                 body.depth += 1
                 opened += 1
                 scope.idx[a.name] = f"{a.name}_"
-                ranges[a.name] = (0, a.extent - 1)
+                scope.ranges[a.name] = ranges[a.name] = (0, a.extent - 1)
             copy_scope = scope.child()
             val = s.body if s.body.dtype == s.dtype else Cast(s.body, s.dtype)
             loop = Source(body.depth)

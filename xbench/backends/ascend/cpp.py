@@ -184,15 +184,37 @@ class ScalarWriter:
                lazy: bool = False) -> str:
         buf, index = (load.buf, load.index) if isinstance(load, Load) else load
         flat = E.linear(tuple(index), self.shapes[buf])
-        return self.expr(flat, scope, src, lazy)
+        return self._expr(flat, scope, src, lazy) if self._counts is not None else self.expr(flat, scope, src, lazy)
 
     def expr(self, e: Expr, scope: ScalarScope, src: Source | None, lazy: bool = False) -> str:
-        """C++ for `e`. Outside Select branches (`lazy` False) loads and math calls are hoisted into `src` as
-        named constants and shared; inside a branch everything stays inline so the untaken side never runs."""
+        """C++ for `e`. Outside Select branches (`lazy` False) loads, math calls and subexpressions used more
+        than once are hoisted into `src` as named constants and shared; inside a branch everything stays inline
+        so the untaken side never runs."""
+        top = self._counts is None
+        if top:
+            self._counts = {}
+
+            def count(n: Expr) -> None:   # a repeated node's children count once (they are shared with it)
+                self._counts[n] = self._counts.get(n, 0) + 1
+                if self._counts[n] == 1:
+                    for c in n.children():
+                        count(c)
+            count(e)
+        try:
+            return self._expr(e, scope, src, lazy)
+        finally:
+            if top:
+                self._counts = None
+
+    _counts: dict | None = None
+
+    def _expr(self, e: Expr, scope: ScalarScope, src: Source | None, lazy: bool = False) -> str:
         if e in scope.memo:
             return scope.memo[e]
         code = self._spell(e, scope, src, lazy)
-        if src is not None and not lazy and (isinstance(e, Load) or (isinstance(e, Call) and code.startswith("Math"))):
+        shared = isinstance(e, Call) and (self._counts or {}).get(e, 0) > 1 and e.args
+        if src is not None and not lazy and (isinstance(e, Load) or (isinstance(e, Call) and code.startswith("Math"))
+                                             or shared):
             name = self.tmp()
             src(f"const {SCALAR.get(e.dtype, 'float')} {name} = {code};")
             scope.memo[e] = name
@@ -200,7 +222,7 @@ class ScalarWriter:
         return code
 
     def _spell(self, e: Expr, scope: ScalarScope, src: Source | None, lazy: bool) -> str:
-        sub = lambda x, lz=lazy: self.expr(x, scope, src, lz)  # noqa: E731
+        sub = lambda x, lz=lazy: self._expr(x, scope, src, lz)  # noqa: E731
         if isinstance(e, Const):
             return lit(e.value, e.dtype)
         if isinstance(e, Idx):
