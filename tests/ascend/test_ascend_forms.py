@@ -123,3 +123,28 @@ def test_cann_script_refuses_without_a_toolkit(tmp_path):
 def test_twin_counts_queue_traffic():
     """The counters the tests above lean on: EnQue / DeQue per queue round trip."""
     assert "que_deque" in (Path(twin.INCLUDE_DIR) / "xbench_twin" / "runtime.h").read_text()
+
+
+@xb.tensor_op
+def sorts(x: xb.Tensor["M", "N"]):
+    return xb.sort(x, axis=-1, descending=True), xb.argsort(x, axis=0), xb.topk(x, 4)[1]
+
+
+@xb.tensor_op
+def scatter(x: xb.Tensor["N", "D"], idx: xb.Tensor["K"], u: xb.Tensor["K", "D"]):
+    return xb.scatter_add(x, idx, u, axis=0)
+
+
+def test_sort_and_scatter_take_the_scalar_path():
+    x = rng.standard_normal((5, 33)).astype(np.float32)
+    for r in xb.verify(sorts, x, backend="ascend"):
+        assert r.ok, r.message
+    art = sorts.compile("ascend", x)
+    assert [ln["form"] for ln in art.resources["launches"]].count("scalar") == 3
+    np.testing.assert_array_equal(art.run(x)[1], np.argsort(x, axis=0, kind="stable"))
+    base, idx, upd = rng.standard_normal((7, 5)).astype(np.float32), np.array([3, 0, 3, 6, 3]), \
+        rng.standard_normal((5, 5)).astype(np.float32)             # index 3 three times
+    for r in xb.verify(scatter, base, idx, upd, backend="ascend"):
+        assert r.ok, r.message
+    (launch,) = scatter.compile("ascend", base, idx, upd).resources["launches"]
+    assert launch["form"] == "scalar" and launch["block_dim"] == 1   # one core: no two cores add to one row
