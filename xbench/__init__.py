@@ -136,10 +136,11 @@ from .lang.functions import (
 from .verify import compare, tolerance, verify
 
 __version__ = "0.1.0"
+from . import profile
 from .lang.amp import LossScaler, autocast
 from .lang.autodiff import grad, value_and_grad, vjp
 from .library.coverage import coverage
 from .notebook import explore, load_ipython_extension, unload_ipython_extension
-from .profile import Report, calibrate, profile
+from .profile import Report, calibrate
 from .tune import tune, tuning_db
 from .viz.roofline import roofline

@@ -1094,6 +1094,20 @@ class GpuTrace(KernelTrace):
     def generate(self, lo: int, hi: int) -> list[Trace]:
         return self.generate_streams(lo, hi, range(self.streams))
 
+    def estimate_accesses(self, probes: int = 3) -> float:
+        """From a few blocks: the first, middle and last SM over a few steps at three places."""
+        if self.steps == 0:
+            return 0.0
+        width = max(1, min(self.steps, self.period))
+        sms = sorted({0, self.streams // 2, self.streams - 1})
+        seen = blocks = 0.0
+        for s0 in sorted({int(x) for x in np.linspace(0, self.steps - width, probes)}):
+            ts = self.generate_streams(s0, s0 + width, sms)
+            seen += sum(len(t) for t in ts)
+            blocks += sum(1 for sm in sms for u in range(s0 // self.units, -(-(s0 + width) // self.units))
+                          if sm + u * self.streams < self.blocks)
+        return seen / max(blocks, 1.0) * self.blocks
+
     def generate_streams(self, lo: int, hi: int, streams: Sequence[int]) -> list[Trace]:
         out = []
         U = self.units

@@ -8,6 +8,8 @@ The metrics come from collectors (`xbench.profile.collectors`); pass `collectors
 """
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +25,8 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
             targets: Sequence[str] = DEFAULT_TARGETS, timing: bool = True, budget: int = 2_000_000,
             schedule: Mapping | None = None, collectors: Iterable[Collector] | None = None,
             extra_collectors: Iterable[Collector] = (), bench_options: Mapping | None = None,
-            simulate_cuda: bool = False, cpu_model: Any = None, **kwargs: Any) -> Report:
+            simulate_cuda: bool = False, cpu_model: Any = None, check_elements: int = 1 << 22,
+            **kwargs: Any) -> Report:
     """Profile `op(*args, **kwargs)`: counts, compile times, errors against the float64 reference, timings
     (where the backend runs on its hardware), toolchain resources, simulated cache behaviour and predicted
     times, for each backend in `backends` and each target in `targets` (see `xbench.hw.list_targets()`).
@@ -31,7 +34,9 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
     `budget` caps the accesses the cache simulator spends per target (0 turns simulation off); `schedule` is
     passed to the cpu compile (or a mapping backend -> schedule); `bench_options` to `xbench.profile.bench`;
     `simulate_cuda=True` runs the CUDA simulator for the error check even on large inputs (slow);
-    `cpu_model` gives the cpu model's constants (`xbench.hw.predict.CpuModel`) instead of calibrating them.
+    `cpu_model` gives the cpu model's constants (`xbench.hw.predict.CpuModel`) instead of calibrating them;
+    outputs of more than `check_elements` elements are compared with the reference on evenly spaced rows
+    (the note says how many; 0 compares everything).
     Targets may be names or `Target` objects.
     A backend or target that is missing or fails does not stop the profile: its metrics say
     "unavailable: <reason>".
@@ -39,7 +44,7 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
     if not hasattr(op, "lower") or not hasattr(op, "compile"):
         raise TypeError(f"profile() takes an xbench operator (an @xb.tensor_op or xb.ops.<name>), got "
                         f"{type(op).__name__}")
-    opts: dict[str, Any] = {"simulate_cuda": simulate_cuda, "cpu_model": cpu_model}
+    opts: dict[str, Any] = {"simulate_cuda": simulate_cuda, "cpu_model": cpu_model, "check_elements": check_elements}
     if bench_options:
         opts["bench"] = dict(bench_options)
     ctx = Context(op, args, dict(kwargs), tuple(backends), tuple(targets), timing=timing, budget=budget,
@@ -75,3 +80,14 @@ def calibrate(force: bool = False, **kwargs: Any):
     """Measure (or load) the local CPU's target, 'cpu-local' (see `xbench.hw.calibrate.calibrate`)."""
     from ..hw.calibrate import calibrate as _calibrate
     return _calibrate(force, **kwargs)
+
+
+class _CallableModule(types.ModuleType):
+    """`xb.profile` is this package and the function at once: `xb.profile(op, x)`, `xb.profile.Report`,
+    `import xbench.profile.collectors`."""
+
+    def __call__(self, op: Any, *args: Any, **kwargs: Any) -> Report:
+        return profile(op, *args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
