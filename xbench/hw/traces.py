@@ -1580,7 +1580,8 @@ class _Subset(KernelTrace):
 
 
 def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int, rng: np.random.Generator,
-             confidence: float, cores: int, method: str, extra_notes: Sequence[str] = (), prewarm: Trace | None = None):
+             confidence: float, cores: int, method: str, extra_notes: Sequence[str] = (), prewarm: Trace | None = None,
+             flush: bool = False):
     """Time sampling: `samples` windows of steps, each after a (line-filtered, capped) warm-up, itself after
     `prewarm` (the program's footprint) when given."""
     per_step = max(est / max(t.steps, 1), 1e-9)
@@ -1629,9 +1630,9 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
         body = t.generate(lo, lo + win)
         nbytes += _run(sim, body)
         c = _counts(sim)
-        if lines < need_lines and a > 0 and prewarm is None:
-            # the largest cache is not full yet, so it writes back less than in the steady state: count every
-            # line of a global buffer the window stores to as one line written to memory
+        if flush or (lines < need_lines and a > 0 and prewarm is None):
+            # flushed after the kernel, or the largest cache not full yet (so it writes back less than in the
+            # steady state): every line of a global buffer the window stores to is one line written to memory
             end = getattr(t, "global_end", None)
             if end is not None:
                 st = np.concatenate([x.addr[(x.write != 0) & (x.addr < end)] >> bits for x in body])
@@ -1724,7 +1725,7 @@ def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cor
         pre = footprint if warm and footprint is not None and len(footprint) and \
             footprint.bytes <= hierarchy.levels[-1].size_bytes * 0.9 else None
         mean, rates, drams, nb, simulated, notes = _windows(t, hierarchy, est, share, samples, rng, confidence,
-                                                            cores, "windows", prewarm=pre)
+                                                            cores, "windows", prewarm=pre, flush=flush)
         out.append(_kernel_result(t.kernel, hierarchy, mean, rates, drams, nb, False, simulated,
                                   _time.perf_counter() - t0, t, "windows", confidence, notes))
     return out
@@ -1753,7 +1754,7 @@ def _sm_groups(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: i
             rates.append([r.hit_rate for r in sim.result().levels])
         else:
             c, rr, _, nb, sim_n, wn = _windows(sub, hs, per_group, budget // samples, 2, rng, confidence, k,
-                                               "windows")
+                                               "windows", flush=True)
             simulated += sim_n
             rates.append([float(np.nanmean([r[i] for r in rr])) for i in range(len(h.levels))])
             c = np.asarray(c)
