@@ -226,6 +226,11 @@ def test_scatter_add_uses_atomics():
     np.testing.assert_allclose(out, want, atol=1e-5)
     assert len(art.kernels[0].resources["launches"]) == 2     # the copy, then the atomic updates
     assert "cuda.atomic.add(out, " in art.source
+    # float16 has no cuda.atomic.add: one thread applies the updates in order
+    art, out16 = check(sc, x.astype(np.float16), i, u.astype(np.float16))
+    serial = art.kernels[0].resources["launches"]["k0_scatter_1"]
+    assert serial["block"] == [1, 1, 1] and serial["grid"] == [1, 1, 1] and "serial" in serial
+    np.testing.assert_allclose(out16, want, atol=1e-2)
 
 
 def test_reductions_argmax_any_and_full():

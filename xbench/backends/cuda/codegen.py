@@ -94,6 +94,9 @@ def _xb_ifmod(a, b):
 }
 
 
+ATOMIC_DTYPES = ("float32", "float64", "int32", "int64")
+
+
 def cdt(dtype: str) -> str:
     """The type values of `dtype` are computed in (float16 is storage only)."""
     return "float32" if dtype in ("float16", "bfloat16") else dtype
@@ -436,7 +439,8 @@ class ModuleWriter:
             sched = self.schedules.get(k.name, Schedule())
             phases = scatter_phases(k)
             if phases is not None:
-                launches = [PointWriter(self, ph, sched, origin=k.name).launch() for ph in phases]
+                launches = [PointWriter(self, ph, sched, origin=k.name, serial=not self.atomic_ok(ph)).launch()
+                            for ph in phases]
             elif tiled_roles(k) is not None and sched.get("impl", "tiled") == "tiled":
                 launches = [TiledWriter(self, k, sched).launch()]
             elif int(sched.get("threads_per_point", 1)) > 1:
@@ -447,6 +451,10 @@ class ModuleWriter:
                 self.check_limits(ln)
             self.kernel_launches[k.name] = launches
             self.launches.extend(launches)
+
+    def atomic_ok(self, k: Kernel) -> bool:
+        """Can the scatter-adds of `k` use cuda.atomic.add (float32/64, int32/64)?"""
+        return all(self.program.buffers[s.buf].dtype in ATOMIC_DTYPES for s in k.stages if isinstance(s, ScatterAdd))
 
     def check_limits(self, ln: Launch) -> None:
         if ln.threads > 1024:
@@ -828,7 +836,8 @@ class BodyWriter:
 
     def scatter(self, s: ScatterAdd) -> bool:
         dt = self.mw.program.buffers[self.mw.orig.get(s.buf, s.buf)].dtype
-        if dt not in ("float32", "float64", "int32", "int64", "uint32", "uint64"):
+        serial = getattr(self, "serial", False)
+        if dt not in ATOMIC_DTYPES and not serial:
             raise BackendError(f"kernel {self.origin}: cuda.atomic.add does not take {dt} ({s.buf})",
                                hint="scatter-add into a float32, float64, int32 or int64 tensor")
         cond = self.guard()
@@ -837,12 +846,15 @@ class BodyWriter:
             self.src(f"if {cond}:")
             depth = 1
         with _Indent(self.src, depth):
-            value = _acc(s.value, dt)
+            value = _acc(s.value, cdt(dt))
             with self.loop(s.axes):
                 vals = self.values([*s.index, value])
                 idx = vals[:-1]
-                target = idx[0] if len(idx) == 1 else f"({', '.join(idx)})"
-                self.src(f"cuda.atomic.add({s.buf}, {target}, {vals[-1]})")
+                if serial:            # one thread applies every update in order: no atomics needed
+                    self.src(f"{subscript(s.buf, idx)} += {vals[-1]}")
+                else:
+                    target = idx[0] if len(idx) == 1 else f"({', '.join(idx)})"
+                    self.src(f"cuda.atomic.add({s.buf}, {target}, {vals[-1]})")
         return False
 
     # ---- reductions ------------------------------------------------------------------------------------------
@@ -1098,9 +1110,10 @@ class PointWriter(BodyWriter):
 
     T = 1
 
-    def __init__(self, mw, k, sched, origin=None):
+    def __init__(self, mw, k, sched, origin=None, serial: bool = False):
         super().__init__(mw, k, sched, origin)
-        self.block = int(sched.get("block", 256))
+        self.serial = serial      # scatter-adds without atomics for their type: one thread does all points
+        self.block = 1 if serial else int(sched.get("block", 256))
         self.block_threads = self.block
 
     def place_rows(self) -> None:
@@ -1149,10 +1162,12 @@ class PointWriter(BodyWriter):
                 body("_slot = cuda.grid(1)")
             body(f"for _p in range(cuda.grid(1), {P}, cuda.gridsize(1)):")
         body.lines.extend(inner)
-        grid = (max(1, min(-(-P // self.block), 1 << 20)), 1, 1)
+        grid = (1, 1, 1) if self.serial else (max(1, min(-(-P // self.block), 1 << 20)), 1, 1)
         return Launch(k.name, self.origin, "point", self.params(), (self.block, 1, 1), grid, [],
                       self.scratch, body.text(), 1, fast,
-                      {"points": P, "threads_per_point": 1}, self.bounds(self.block))
+                      {"points": P, "threads_per_point": 1,
+                       **({"serial": "cuda.atomic.add takes no such type: one thread applies the updates"}
+                          if self.serial else {})}, self.bounds(self.block))
 
 
 # ---- row template -------------------------------------------------------------------------------------------
