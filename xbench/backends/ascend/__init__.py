@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -196,9 +197,10 @@ class AscendBackend:
                            cube_cores=npu.cube_cores, l1_bytes=npu.l1_bytes, l0a_bytes=npu.l0a_bytes,
                            l0b_bytes=npu.l0b_bytes, l0c_bytes=npu.l0c_bytes)
         source, launches = pw.write()
+        source = f"// xbench ascend codegen {CODEGEN_VERSION}\n" + source
         config = twin.TwinConfig(ub_bytes=npu.ub_bytes, l1_bytes=npu.l1_bytes, l0a_bytes=npu.l0a_bytes,
                                  l0b_bytes=npu.l0b_bytes, l0c_bytes=npu.l0c_bytes, max_cube_cores=npu.cube_cores)
-        name = f"{program.name}"[:40]
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", program.name)[:40] or "program"
         cached = twin.is_built(source, name=name, extra_flags=BUILD_FLAGS)
         lib = twin.build(source, name=name, extra_flags=BUILD_FLAGS)
         infos = []
