@@ -306,6 +306,8 @@ class ScalarWriter:
             return f"({a[0]} != {a[0]})"
         if fn == "isinf":
             return f"({a[0]} == XB_INF || {a[0]} == -XB_INF)"
+        if fn == "signbit":
+            return f"({a[0]} < 0 || ({a[0]} == 0 && 1.0f / {a[0]} < 0))"
         if fn == "isfinite":
             return f"({a[0]} == {a[0]} && {a[0]} != XB_INF && {a[0]} != -XB_INF)"
         if fn == "pow" and is_int(dt):

@@ -504,8 +504,7 @@ class VecEmitter:
             src(f"Cast({out.name}, {x.name}, RoundMode::{ROUND[fn]}, {n});")
         else:
             raise Unsupported(f"the ascend backend has no vector form of {fn}",
-                              hint="supported: exp log sqrt rsqrt reciprocal abs neg sigmoid tanh erf erfc exp2 "
-                                   "log2 log10 expm1 log1p floor ceil trunc round")
+                              hint="supported: " + " ".join(sorted(set(DIRECT_UNARY) | COMPOSED_UNARY)))
 
     # ---- composed functions (float32 tiles) -------------------------------------------------------------
     def _i(self, line: str) -> None:
