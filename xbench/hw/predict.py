@@ -56,6 +56,7 @@ where it comes from.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -432,41 +433,52 @@ def program_data(program: Program, arrays: Sequence[np.ndarray]) -> dict[str, np
 
 # ---- the cpu model's constants, from micro-benchmarks --------------------------------------------------------
 
-MODEL_VERSION = 7
+MODEL_VERSION = 8
 
 
-def _fn_op(name: str):
-    """An xbench operator applying scalar function `name` elementwise (None when it has no spelling here)."""
+_UNARY_CHAIN = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "erf", "erfc", "sigmoid", "sin",
+                "cos", "tan", "atan", "sinh", "cosh", "asinh", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "floor",
+                "ceil", "round", "trunc", "sign"}
+_BINARY_CHAIN = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "atan2", "hypot"}
+CHAIN = 8               # applications of the function in a calibration chain
+
+
+def _apply(name: str, y):
+    """One application of scalar function `name` to y in (0.25, 1.25), the result mapped back into that range."""
     import xbench as xb
-    if name.startswith("reduce_"):
-        kind = name[len("reduce_"):]
-        red = {"sum": "sum", "max": "max", "min": "min", "prod": "prod"}.get(kind)
-        if red is None:
-            return None
-        return xb.tensor_op(lambda x: getattr(x, red)(axis=-1), name=f"calib_{name}"), 2
-    unary = {"neg": lambda x: -x, "abs": xb.abs, "sqrt": xb.sqrt, "rsqrt": xb.rsqrt, "reciprocal": xb.reciprocal}
-    if name in unary:
-        return xb.tensor_op(lambda x: unary[name](x), name=f"calib_{name}"), 1
-    if hasattr(xb, name) and name in {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "erf",
-                                      "erfc", "sigmoid", "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh",
-                                      "floor", "ceil", "round", "trunc", "sign"}:
-        f = getattr(xb, name)
-        return xb.tensor_op(lambda x: f(x), name=f"calib_{name}"), 1
-    binary = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
-              "div": lambda x, y: x / y, "maximum": xb.maximum, "minimum": xb.minimum, "pow": lambda x, y: x ** y,
-              "atan2": getattr(xb, "atan2", None), "hypot": getattr(xb, "hypot", None)}
-    if name in binary and binary[name] is not None:
-        g = binary[name]
-        return xb.tensor_op(lambda x, y: g(x, y), name=f"calib_{name}"), 3
-    return None
+    if name in _BINARY_CHAIN:
+        f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+             "div": lambda a, b: a / b, "maximum": xb.maximum, "minimum": xb.minimum,
+             "pow": lambda a, b: a ** b}.get(name) or getattr(xb, name)
+        v = f(y, y + 0.5)
+    elif name in ("neg",):
+        v = -y
+    elif name in ("log", "log2", "log10"):
+        v = getattr(xb, name)(y + 1.0)
+    else:
+        v = getattr(xb, name)(y)
+    return xb.abs(v) * 0.5 + 0.25 if name in ("neg", "sin", "tan", "atan", "sub") else v * 0.5 + 0.25
 
 
-# cheap vector operations priced as one class ("simple"), and the operators measured for it
+@functools.cache
+def _chain_op(name: str | None, depth: int):
+    """y = x then `depth` times y = f(y) * 0.5 + 0.25 (no f: the mapping alone): all in registers, one load and
+    one store per element."""
+    import xbench as xb
+
+    def body(x):
+        y = x
+        for _ in range(depth):
+            y = _apply(name, y) if name else y * 0.5 + 0.25
+        return y
+    return xb.tensor_op(body, name=f"calib_chain_{name or 'map'}_{depth}")
+
+
+# cheap vector operations priced as one class ("simple"), and the operators measured for it# cheap vector operations priced as one class ("simple"), and the operators measured for it
 SIMPLE = frozenset({"add", "sub", "mul", "neg", "abs", "maximum", "minimum", "fmax", "fmin", "sign", "copysign",
                     "floor", "ceil", "trunc", "round", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
                     "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
                     "bitwise_not", "shl", "shr", "isnan", "isinf", "isfinite", "signbit"})
-SIMPLE_PROBES = ("add", "mul", "sub", "maximum", "neg")
 
 
 @dataclass
@@ -476,13 +488,14 @@ class CpuModel:
     threads: numba's thread count when measured (what a parallel loop of the cpu backend runs on);
     call_us / parallel_us: a serial / parallel (prange) numba kernel call that does nothing;
     run_us: the host side of `Artifact.run` (argument checks, output allocation) beyond one kernel call;
-    c_op_ns: one vector operation per element per core (2 / single-core FMA peak);
-    c_access_ns: one element load or store per core, from `y = x + 1` (minus c_op);
-    fn_ns: one evaluation of a scalar function (or reduction step) per element per core, from `y = f(x)`; "scan":
-      one step of a running sum (a numba prefix-sum loop, minus its load and store); the
-      cheap operations (`SIMPLE`: add, compare, min/max, ...) share one cost, "simple", measured on several
-      (`x.sum(-1)` over rows of 1024, ...) through the cpu backend, minus its loads and stores;
-    (each of these is the slope between 4 Ki and 32 Ki elements, serial: fixed costs cancel);
+    c_op_ns: one vector operation per element per core (2 / single-core FMA peak), the floor of every cost;
+    c_access_ns: one element load from L1 per core: `a + b + c + d` against `a + b` (minus the two adds);
+    fn_ns: one evaluation of a scalar function per element per core, from chains `y = f(y) * 0.5 + 0.25` of
+      1 and 9 applications on 2048 elements in L1 through the cpu backend (their difference: fixed costs and
+      loads cancel); "simple": the cheap operations (`SIMPLE`: add, compare, min/max, ...), half the cost of
+      the chain's mapping (a multiply and an add); "reduce_<kind>": one step of a row reduction (the slope
+      between 4 and 12 rows of 1024, minus a load); "scan": one step of a running sum (a numba prefix-sum
+      loop, minus its load and store);
     blas_flops: FLOP/s of np.dot called from numba (the BLAS and path the backend uses) on square GEMMs of
       `BLAS_SIZES` ("float32@256", ...; "float32" is the largest), interpolated by FLOP count (`blas_rate`);
     bw_1core: bytes/s of one thread reading data resident in each cache level, and of the triad from memory.
@@ -543,24 +556,51 @@ def _measure_overheads() -> tuple[float, float, float]:
     return call * 1e6, par * 1e6, max(0.0, (run - call) * 1e6)
 
 
-def _per_element(op, nargs: int) -> float:
-    """Marginal ns per element of `op` on float32 data, serial: the slope between 4 Ki and 32 Ki elements (the
-    arrays stay in L2; call and host overheads cancel). nargs: 1 unary, 3 binary, 2 a row reduction (rows of
-    1024)."""
+def _op_time(op, *args) -> float:
+    """Median seconds of one run of `op` on the cpu backend, serial."""
+    prog = op.lower(*args)
+    art = op.compile("cpu", *args, schedule={k.name: {"parallel": False} for k in prog.kernels})
+    arrays = op.arrays(*args)
+    art.run(*arrays)
+    return _median_time(lambda: art.run(*arrays))
+
+
+def _chain_cost(name: str | None, n: int = 2048) -> float:
+    """ns per application per element of `name` (None: of the `* 0.5 + 0.25` mapping): the difference between
+    chains of 1 and 1 + CHAIN applications on n elements resident in L1, divided by CHAIN * n."""
+    x = np.random.default_rng(0).uniform(0.3, 1.2, n).astype(np.float32)
+    short, long_ = _chain_op(name, 1), _chain_op(name, 1 + CHAIN)
+    return max(0.0, (_op_time(long_, x) - _op_time(short, x)) * 1e9 / (CHAIN * n))
+
+
+@functools.cache
+def _reduce_op(kind: str):
+    import xbench as xb
+    return xb.tensor_op(lambda x: getattr(x, kind)(axis=-1), name=f"calib_reduce_{kind}")
+
+
+def _reduce_cost(kind: str) -> float:
+    """ns per element of a row reduction (rows of 1024): the slope between 4 and 12 rows (fixed costs cancel)."""
+    op = _reduce_op(kind)
     rng = np.random.default_rng(0)
-    times = []
-    sizes = (4096, 32768)
-    for n in sizes:
-        if nargs == 2:
-            args = [rng.uniform(0.5, 1.5, (n // 1024, 1024)).astype(np.float32)]
-        else:
-            args = [rng.uniform(0.5, 1.5, n).astype(np.float32) for _ in range(max(1, nargs - 1))]
-        prog = op.lower(*args)
-        art = op.compile("cpu", *args, schedule={k.name: {"parallel": False} for k in prog.kernels})
-        arrays = op.arrays(*args)
-        art.run(*arrays)
-        times.append(_median_time(lambda art=art, arrays=arrays: art.run(*arrays)))
-    return max(0.0, (times[1] - times[0]) * 1e9 / (sizes[1] - sizes[0]))
+    t = [_op_time(op, rng.uniform(0.5, 1.5, (r, 1024)).astype(np.float32)) for r in (4, 12)]
+    return max(0.0, (t[1] - t[0]) * 1e9 / (8 * 1024))
+
+
+def _access_cost(n: int = 2048) -> float:
+    """ns per element load: `y = a + b + c + d` against `y = a + b` on n elements in L1 (two loads and two
+    additions more), the additions priced by the chain measurement of the mapping."""
+    rng = np.random.default_rng(0)
+    xs = [rng.uniform(0.5, 1.5, n).astype(np.float32) for _ in range(4)]
+    two, four = _load_ops()
+    return (_op_time(four, *xs) - _op_time(two, *xs)) * 1e9 / (2 * n)
+
+
+@functools.cache
+def _load_ops():
+    import xbench as xb
+    return (xb.tensor_op(lambda a, b, c, d: a + b, name="calib_two_loads"),
+            xb.tensor_op(lambda a, b, c, d: a + b + c + d, name="calib_four_loads"))
 
 
 BLAS_SIZES = (64, 128, 256, 512)      # square GEMMs the BLAS rate is measured on
@@ -619,9 +659,11 @@ def _host_key(target: Target) -> str:
 
 
 def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[str] = (), *, force: bool = False,
-                        verbose: bool = False) -> CpuModel:
+                        verbose: bool = False, quick: bool = False) -> CpuModel:
     """The cpu model's constants for `target` (the local CPU), measured once and cached with the calibration they
-    belong to; functions not measured yet are measured and added (a few tenths of a second each)."""
+    belong to; functions not measured yet are measured and added (a few tenths of a second each). Each constant
+    is the median of three measurements (`quick=True`: one, and BLAS on two sizes)."""
+    reps = 1 if quick else 3
     from ..cache import atomic_write
     t = get_target(target) if isinstance(target, str) else target
     if t.kind != "cpu":
@@ -642,23 +684,21 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         if verbose:
             print("xbench: calibrating the cpu model (overheads, in-core costs, BLAS, 1-thread bandwidth)")
         call, par, run = _measure_overheads()
-        import xbench as xb
-        base_op = xb.tensor_op(lambda v: v + 1.0, name="calib_base")
         peak1 = (t.cpu.single_core_peak.get("float32") if t.cpu else None) or t.peak_flops("float32") / t.compute_units
         c_op = 2.0 / peak1 * 1e9
-        base = float(np.median([_per_element(base_op, 1) for _ in range(3)]))
-        c_access = max(0.0, (base - c_op) / 2)
+        mapping = float(np.median([_chain_cost(None) for _ in range(reps)])) / 2       # a mul and an add
+        c_access = max(0.0, float(np.median([_access_cost() for _ in range(reps)])) - mapping)
         blas = {}
         gemm = _numba_gemm()
         for dt in (np.float32, np.float64):
-            for n in BLAS_SIZES:
+            for n in (BLAS_SIZES[::2] if quick else BLAS_SIZES):
                 a = np.random.default_rng(1).standard_normal((n, n)).astype(dt)
                 c_ = np.empty_like(a)
                 gemm(a, a, c_)
                 rate = float(np.median([2 * n ** 3 / _median_time(lambda a=a, c_=c_: gemm(a, a, c_))
-                                        for _ in range(3)]))
+                                        for _ in range(reps)]))
                 blas[f"{np.dtype(dt).name}@{n}"] = rate
-            blas[np.dtype(dt).name] = blas[f"{np.dtype(dt).name}@{BLAS_SIZES[-1]}"]
+            blas[np.dtype(dt).name] = blas[f"{np.dtype(dt).name}@{n}"]
         bw1 = {}
         for lv in t.caches:
             share = lv.size_bytes if lv.scope != "shared" else lv.size_bytes // max(1, t.compute_units)
@@ -673,31 +713,30 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         changed = True
     if "scan" not in model.fn_ns and any(f.startswith("scan_") for f in functions):
         # a running sum: one dependent add per element (the cpu backend's scan loop)
-        model.fn_ns["scan"] = max(model.c_op_ns, float(np.median([_prefix_slope() for _ in range(3)]))
+        model.fn_ns["scan"] = max(model.c_op_ns, float(np.median([_prefix_slope() for _ in range(reps)]))
                                   - 2 * model.c_access_ns)
         changed = True
     if "simple" not in model.fn_ns:
-        # one cost for the cheap vector operations (a class measured together: single measurements of
-        # sub-nanosecond costs are noisy on a shared machine)
-        costs = []
-        for name in SIMPLE_PROBES:
-            op, nargs = _fn_op(name)
-            costs.append(_per_element(op, nargs) - nargs * model.c_access_ns)
-        model.fn_ns["simple"] = max(model.c_op_ns, float(np.median(costs)))
+        # one cost for the cheap vector operations: the chain's mapping is a multiply and an add
+        model.fn_ns["simple"] = max(model.c_op_ns, float(np.median([_chain_cost(None) for _ in range(reps)])) / 2)
         changed = True
     for name in functions:
         if name in model.fn_ns or name in SIMPLE or name in ("mac",) or name.startswith(("scan_", "sort_")):
             continue
-        made = _fn_op(name)
-        if made is None:
-            continue
-        op, nargs = made
         try:
-            per = float(np.median([_per_element(op, nargs) for _ in range(3)]))
-        except Exception:  # a function the cpu backend cannot compile alone: priced as a vector op
+            if name.startswith("reduce_"):
+                kind = name[len("reduce_"):]
+                if kind not in ("sum", "max", "min", "prod"):
+                    continue
+                per = float(np.median([_reduce_cost(kind) for _ in range(reps)])) - model.c_access_ns
+            elif name in _UNARY_CHAIN or name in _BINARY_CHAIN:
+                extra = 3 if name in _BINARY_CHAIN else 2           # the mapping (and the operand's add)
+                per = float(np.median([_chain_cost(name) for _ in range(reps)])) - extra * model.fn_ns["simple"]
+            else:
+                continue
+        except Exception:  # a function the cpu backend cannot compile alone: priced as a simple operation
             continue
-        accesses = 1 if nargs == 2 else nargs
-        model.fn_ns[name] = max(model.c_op_ns, per - accesses * model.c_access_ns)
+        model.fn_ns[name] = max(model.c_op_ns, per)
         changed = True
     if changed:
         atomic_write(path, json.dumps(asdict(model), indent=1))
