@@ -318,3 +318,106 @@ def topk_softmax(gating_output: Tensor, topk: int, renormalize: bool = False):
     tokens = gating_output.shape[0]
     rows = xb.iota((tokens, topk), 1) * tokens + xb.iota((tokens, topk), 0)
     return w, i.astype("int32"), rows.astype("int32")
+
+
+def _torch_moe_align(torch, topk_ids, block_size, num_experts, expert_map=None, pad_sorted_ids=False):
+    """vLLM's reference algorithm (stable sort by expert, pad each expert's run to a multiple of block_size)."""
+    n = topk_ids.numel()
+    padded_len = n + num_experts * (block_size - 1)
+    if pad_sorted_ids:
+        padded_len = -(-padded_len // block_size) * block_size
+    blocks = -(-padded_len // block_size)
+    flat = topk_ids.flatten()
+    experts, order = torch.sort(flat, stable=True)
+    sorted_ids = torch.full((padded_len,), n, dtype=torch.int32)
+    expert_ids = torch.full((blocks,), -1, dtype=torch.int32)
+    pos = block = 0
+    for e in range(num_experts):
+        tokens = order[experts == e]
+        if tokens.numel():
+            sorted_ids[pos:pos + tokens.numel()] = tokens.to(torch.int32)
+            nb = -(-tokens.numel() // block_size)
+            expert_ids[block:block + nb] = e if expert_map is None else int(expert_map[e])
+            pos += nb * block_size
+            block += nb
+    return sorted_ids, expert_ids, torch.tensor([pos], dtype=torch.int32)
+
+
+@register("fused", samples=S.moe_align_cases, torch=_torch_moe_align, dtypes=("int32", "int64"))
+def moe_align_block_size(topk_ids: Tensor, block_size: int, num_experts: int, expert_map: Tensor = None,
+                         pad_sorted_ids: bool = False):
+    """MoE token alignment (vLLM/FlagGems): the token slots of topk_ids [tokens, k] grouped by expert (stably),
+    each expert's group padded to a multiple of block_size with the pad value topk_ids.numel().
+    Returns (sorted_token_ids int32 [numel + num_experts * (block_size - 1)] (rounded up to block_size with
+    pad_sorted_ids), expert_ids int32 [its number of blocks] (-1 past the used blocks; mapped through
+    expert_map when given), num_tokens_post_pad int32 [1])."""
+    flat = topk_ids.reshape(-1).astype("int64")
+    n = flat.shape[0]
+    padded_len = n + num_experts * (block_size - 1)
+    if pad_sorted_ids:
+        padded_len = -(-padded_len // block_size) * block_size
+    blocks = -(-padded_len // block_size)
+    counts = xb.scatter_add(xb.zeros((num_experts,), "int64"), flat, xb.ones((n,), "int64"), axis=0)
+    padded = (counts + (block_size - 1)) // block_size * block_size
+    end = xb.cumsum(padded, 0)
+    start = end - padded
+    order = xb.argsort(flat, 0)                                          # stable: token order within an expert
+    expert = xb.gather(flat, order, axis=0)
+    first = xb.cumsum(counts, 0) - counts                                # first sorted position of each expert
+    dest = xb.gather(start, expert, axis=0) + xb.arange(n) - xb.gather(first, expert, axis=0)
+    sorted_ids = xb.scatter_add(xb.full((padded_len,), n, "int64"), dest, order - n, axis=0)
+    block_start = xb.arange(blocks) * block_size
+    owner = (end[None, :] <= block_start[:, None]).astype("int64").sum(axis=1)          # first expert ending after
+    used = block_start < end[num_experts - 1]
+    if expert_map is not None:
+        owner = xb.gather(expert_map.astype("int64"), xb.minimum(owner, num_experts - 1), axis=0)
+    expert_ids = xb.where(used, owner, -1)
+    total = end[num_experts - 1:]
+    return sorted_ids.astype("int32"), expert_ids.astype("int32"), total.astype("int32")
+
+
+def _torch_reshape_and_cache(torch, key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype="auto",
+                             k_scale=None, v_scale=None):
+    """vLLM's paged-cache write, with torch indexing on copies of the caches."""
+    kc, vc = key_cache.clone(), value_cache.clone()
+    block_size, x = kc.shape[3], kc.shape[4]
+    for t, slot in enumerate(slot_mapping.tolist()):
+        if slot < 0:
+            continue
+        b, off = divmod(slot, block_size)
+        kc[b, :, :, off, :] = key[t].reshape(key.shape[1], -1, x)
+        vc[b, :, :, off] = value[t]
+    return kc, vc
+
+
+@register("fused", samples=S.reshape_and_cache_cases, torch=_torch_reshape_and_cache,
+          grad=("key", "value", "key_cache", "value_cache"))
+def reshape_and_cache(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor, slot_mapping: Tensor,
+                      kv_cache_dtype: str = "auto", k_scale: float = None, v_scale: float = None):
+    """vLLM's paged KV-cache write: token t's key [heads, D] and value go to slot s = slot_mapping[t]
+    (block s // block_size, offset s % block_size) of key_cache [blocks, heads, D / x, block_size, x] and
+    value_cache [blocks, heads, D, block_size]; slot -1 skips the token. Returns the updated (key_cache,
+    value_cache) (vLLM writes them in place). Slots are assumed distinct; only kv_cache_dtype="auto"
+    (no fp8 quantisation) is provided."""
+    if kv_cache_dtype != "auto":
+        raise ValueError(f"reshape_and_cache: kv_cache_dtype {kv_cache_dtype!r} (fp8 caches) is not provided; "
+                         "use 'auto'")
+    t, heads, d = key.shape
+    blocks, _, dx, block_size, x = key_cache.shape
+    slot = slot_mapping.astype("int64")
+    valid = slot >= 0
+    blk, off = slot // block_size, slot % block_size
+    h = xb.iota((t, heads, d), 1)
+    i = xb.iota((t, heads, d), 2)
+    b3, o3, v3 = blk[:, None, None], off[:, None, None], valid[:, None, None]
+    kpos = (((b3 * heads + h) * dx + i // x) * block_size + o3) * x + i % x
+    vpos = ((b3 * heads + h) * d + i) * block_size + o3
+
+    def write(cache, pos, vals):
+        size = cache.size
+        target = xb.where(v3, pos, size).reshape(-1)                      # skipped tokens go to a spare slot
+        flat = xb.concat([cache.reshape(-1), xb.zeros((1,), cache.dtype)], 0)
+        hit = xb.scatter_add(xb.zeros((size + 1,), "int64"), target, xb.ones(target.shape, "int64"), axis=0)
+        put = xb.scatter_add(xb.zeros_like(flat), target, vals.astype(cache.dtype).reshape(-1), axis=0)
+        return xb.where(hit > 0, put, flat)[:size].reshape(tuple(cache.shape))
+    return write(key_cache, kpos, key), write(value_cache, vpos, value)
