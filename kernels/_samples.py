@@ -1400,3 +1400,28 @@ def topk_softmax_cases(T, shapes, dtype):
     g = cast(distinct(shapes, dtype, (tokens, experts), -1, "gate").astype(np.float64) * 0.125, dtype)
     yield Sample((g, 2), note="top 2")
     yield Sample((g, 4, True), note="top 4, renormalised")
+
+
+@custom
+def moe_align_cases(T, shapes, dtype):
+    """moe_align_block_size(topk_ids, block_size, num_experts, expert_map, pad_sorted_ids)."""
+    rng = shapes.rng("moe_align")
+    tokens, k, experts = (5, 2, 4) if _tiny(shapes) else (33, 2, 8)
+    ids = np.stack([rng.permutation(experts)[:k] for _ in range(tokens)]).astype(to_numpy(dtype))
+    yield Sample((ids, 4, experts), note=f"{tokens} tokens, top {k}, {experts} experts, block 4")
+    yield Sample((ids, 3, experts), dict(pad_sorted_ids=True), note="block 3, padded")
+    if not _tiny(shapes):
+        few = np.where(ids >= 6, 0, ids).astype(to_numpy(dtype))         # experts 6, 7 receive nothing
+        yield Sample((few, 16, experts), note="unused experts, block 16")
+        emap = rng.permutation(experts).astype(to_numpy(dtype))
+        yield Sample((ids, 4, experts, emap), note="expert_map")
+
+
+@custom
+def reshape_and_cache_cases(T, shapes, dtype):
+    """reshape_and_cache(key, value, key_cache, value_cache, slot_mapping): distinct slots, one skipped (-1)."""
+    tokens, heads, d, x, blocks, bs = (3, 2, 4, 2, 2, 4) if _tiny(shapes) else (7, 3, 8, 4, 4, 4)
+    slots = shapes.rng("cache").permutation(blocks * bs)[:tokens].astype(np.int64)
+    slots[1] = -1
+    yield Sample((T((tokens, heads, d), "k"), T((tokens, heads, d), "v"), T((blocks, heads, d // x, bs, x), "kc"),
+                  T((blocks, heads, d, bs), "vc"), slots), note=f"{tokens} tokens into {blocks}x{bs} slots")
