@@ -47,6 +47,18 @@ def libm_log(x, out):
 
 
 @numba.njit(parallel=True, fastmath=_LIBM_FLAGS, error_model="numpy")
+def libm_exp2(x, out):
+    for i in numba.prange(x.shape[0]):
+        out[i] = math.exp2(x[i])
+
+
+@numba.njit(parallel=True, fastmath=_LIBM_FLAGS, error_model="numpy")
+def libm_log2(x, out):
+    for i in numba.prange(x.shape[0]):
+        out[i] = math.log2(x[i])
+
+
+@numba.njit(parallel=True, fastmath=_LIBM_FLAGS, error_model="numpy")
 def libm_tanh(x, out):
     for i in numba.prange(x.shape[0]):
         out[i] = math.tanh(x[i])
@@ -95,15 +107,16 @@ def libm_pow(x, y, out):
         out[i] = math.pow(x[i], y[i])
 
 
-LIBM = {"exp": libm_exp, "log": libm_log, "tanh": libm_tanh, "erf": libm_erf, "sigmoid": libm_sigmoid,
+LIBM = {"exp": libm_exp, "log": libm_log, "exp2": libm_exp2, "log2": libm_log2, "tanh": libm_tanh, "erf": libm_erf, "sigmoid": libm_sigmoid,
         "expm1": libm_expm1, "log1p": libm_log1p, "sin": libm_sin, "cos": libm_cos, "pow": libm_pow}
 UFUNC: dict[str, tuple[str, Callable]] = {
     "exp": ("np.exp", np.exp), "log": ("np.log", np.log), "tanh": ("np.tanh", np.tanh),
     "erf": ("scipy.special.erf", scipy.special.erf), "sigmoid": ("scipy.special.expit", scipy.special.expit),
     "expm1": ("np.expm1", np.expm1), "log1p": ("np.log1p", np.log1p), "sin": ("np.sin", np.sin),
-    "cos": ("np.cos", np.cos), "pow": ("np.power", np.power),
+    "cos": ("np.cos", np.cos), "pow": ("np.power", np.power), "exp2": ("np.exp2", np.exp2),
+    "log2": ("np.log2", np.log2),
 }
-DOMAIN = {"log": (0.01, 100.0), "log1p": (-0.5, 100.0), "pow": (0.1, 10.0)}
+DOMAIN = {"log": (0.01, 100.0), "log2": (0.01, 100.0), "log1p": (-0.5, 100.0), "pow": (0.1, 10.0)}
 
 
 @numba.njit(parallel=True)

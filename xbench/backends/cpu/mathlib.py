@@ -24,8 +24,11 @@ Numerics, for every function:
   ``_fit()`` reproduces it.
 * Fast-math: the generated kernels use ``FLAGS`` (reassoc, contract, arcp, nsz, afn; never nnan/ninf),
   and the helpers are inlined with those flags. Orderings that matter are pinned with ``fmuladd``
-  (LLVM never reassociates across an intrinsic call), the sign of zero is set with integer bit
-  operations (``nsz`` may otherwise flip it), and NaN/inf are handled with explicit selects.
+  (LLVM's IR passes do not reassociate through an intrinsic call; its x86 backend does move a term
+  added to an fma chain into the chain's innermost product, so no sum that matters is written that
+  way), the sign of zero is set with integer bit operations (``nsz`` may otherwise flip it), and
+  NaN/inf are handled with explicit selects. The tests compare every function with and without the
+  flags.
 * Special values follow C99 Annex F: exp(-inf) = 0, exp(inf) = inf, log(0) = -inf, log(x<0) = NaN,
   tanh(+-inf) = +-1, tanh(-0) = -0, erf(+-inf) = +-1, sigmoid(-inf) = 0, sigmoid(inf) = 1, pow per
   IEEE 754 ``pow``; NaN propagates everywhere. Subnormal inputs and results are computed, not flushed.
@@ -33,9 +36,11 @@ Numerics, for every function:
 Accuracy, in ulps of the result against the exact value (bound enforced by the tests / largest seen over
 every 7th float32, or 4.8e7 random float64):
 
-    float32  exp 1.1/1.008  log 1.0/0.911  tanh 1.2/1.066  erf 1.5/1.404  sigmoid 2.5/2.342
-             expm1 1.5/1.439  log1p 1.5/1.447  sin 0.6/0.5006  cos 0.6/0.5001  pow 0.6/0.500
-    float64  exp 1.1/0.981  log 1.0/0.763  tanh 1.2/1.063  sigmoid 2.5/2.251
+    float32  exp 1.1/1.008  exp2 1.0/0.910  log 1.0/0.911  log2 1.2/1.172  tanh 1.2/1.066
+             erf 1.5/1.404  sigmoid 2.5/2.342  expm1 1.5/1.439  log1p 1.5/1.447
+             sin 0.6/0.5006  cos 0.6/0.5001  pow 0.6/0.500
+    float64  exp 1.1/0.981  exp2 1.0/0.846  log 1.0/0.763  log2 1.0/0.827  tanh 1.2/1.063
+             sigmoid 2.5/2.251
 
 sin, cos and pow take float32 in and out but compute in float64. float64 erf, expm1, log1p, sin, cos,
 pow are not provided: the backend calls libm for those (scalar, correct, slower).
@@ -161,10 +166,14 @@ _COEFFS_FITTED: dict[str, tuple[float, ...]] = {
     'erf_large_f32': (0.9995931, 0.0021780275, -0.0054470683, 0.008353839, -0.008612763, 0.00610137, -0.0028238287, 0.0005727078, 0.00029209716, -0.00028015338, 5.936131e-05, 2.1281767e-05, -8.699348e-06),
     'sin_f64': (-0.16666666651380146, 0.008333330168566314, -0.0001983952682899178, 2.7197890512769285e-06),
     'cos_f64': (0.04166666665920332, -0.001388888628400296, 2.4800080109820344e-05, -2.725011462316598e-07),
+    'exp2_f32': (0.6931472, 0.24022594, 0.055503663, 0.009625445, 0.0013387927, 0.00013332508),
+    'log2_f32': (-0.72134733, 0.48089778, -0.360699, 0.28860092, -0.23957942, 0.20388293, -0.1906665, 0.19084536, -0.116817385),
+    'exp2_f64': (0.6931471805599453, 0.24022650695909997, 0.05550410866482377, 0.00961812910767078, 0.0013333558145894348, 0.00015403530315144368, 1.5252734342700533e-05, 1.3215549909561557e-06, 1.0177843530053369e-07, 7.0318088454964135e-09, 4.4886592337721476e-10, 5.7158053095283904e-11),
     'exp_f64': (0.5, 0.1666666666666668, 0.041666666666666435, 0.008333333333319141, 0.0013888888889017424, 0.00019841269892343082, 2.4801587061848192e-05, 2.7557238101016837e-06, 2.7557491352031885e-07, 2.5111108106237278e-08, 2.0850320786249706e-09),
     'log_f64': (0.6666666666666684, 0.39999999999678776, 0.2857142869261321, 0.22222203068856208, 0.18183353725831947, 0.15318988139316145, 0.1475011822306271),
     'tanh_f64': (-0.3333333333333333, 0.1333333333333144, -0.053968253966563094, 0.02186948847876586, -0.00886323450412284, 0.0035921168995919814, -0.0014557551381987187, 0.0005896416073288055, -0.0002378142227198309, 9.375350691019559e-05, -3.39382616097766e-05, 9.686297942569532e-06, -1.5375391751219973e-06),
 }
+
 
 
 @dataclass(frozen=True)
@@ -218,7 +227,10 @@ with localcontext() as _ctx:
     _ctx.prec = 70
     _LN2 = Decimal(2).ln()
     _PIO2 = _pi() / 2
+    _LOG2E = 1 / _LN2
 _LN2_F32 = _split(_LN2, 9, 2, "float32")        # hi has 9 bits: n*hi exact for |n| < 2**15
+_LOG2E_F32 = _split(_LOG2E, 24, 2, "float32")   # log2(e) as a float32 and the float32 of the rest
+_LOG2E_F64 = _split(_LOG2E, 21, 2, "float64")   # hi has 21 bits: hi * (21-bit number) exact
 _LN2_F64 = _split(_LN2, 32, 2, "float64")       # hi has 32 bits: n*hi exact for |n| < 2**21
 _PIO2_F64 = _split(_PIO2, 33, 3, "float64")     # n*p1, n*p2 exact for |n| < 2**20
 _SINCOS_LIMIT = 1048576.0                       # 2**20: |x| below this is reduced exactly enough
@@ -247,6 +259,12 @@ _FITS: tuple[_FitSpec, ...] = (
              "sin(r) = r + r^3 S(r^2), |r| <= pi/4, float32-level accuracy"),
     _FitSpec("cos_f64", "float64", 0.0, 0.6170, 3,
              "cos(r) = 1 - r^2/2 + r^4 C(r^2), |r| <= pi/4, float32-level accuracy"),
+    _FitSpec("exp2_f32", "float32", -0.5001, 0.5001, 5,
+             "2^r = 1 + r Q(r), |r| <= 1/2; relative error of 2^r"),
+    _FitSpec("log2_f32", "float32", -0.29300, 0.41430, 8,
+             "log2(1+f) = f log2(e) + f^2 R(f) for f = m - 1, m in [sqrt(1/2), sqrt(2)]"),
+    _FitSpec("exp2_f64", "float64", -0.5001, 0.5001, 11,
+             "2^r = 1 + r Q(r), |r| <= 1/2; relative error of 2^r"),
     _FitSpec("exp_f64", "float64", -0.3467, 0.3467, 10,
              "exp(r) = 1 + r + r^2 Q(r); relative error of exp"),
     _FitSpec("log_f64", "float64", 0.0, 0.029440, 6,
@@ -257,7 +275,7 @@ _FITS: tuple[_FitSpec, ...] = (
 
 _COEFFS: dict[str, tuple[float, ...]] = {
     s.key: tuple(float(np.float32(c)) if s.dtype == "float32" else float(c) for c in _COEFFS_FITTED[s.key])
-    for s in _FITS
+    for s in _FITS if s.key in _COEFFS_FITTED  # a new fit is missing until --fit is pasted in
 }
 
 
@@ -292,9 +310,14 @@ def _targets(key: str, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         t = _series(v, [Fraction(1, factorial(k)) for k in range(2, 40)])
         full = np.exp(v) if key != "expm1_f32" else v + v * v * t
         return t, np.abs(v * v / full, where=v != 0, out=np.zeros_like(v))
-    if key == "log_f32":
+    if key in ("log_f32", "log2_f32"):
         t = _series(v, [Fraction((-1) ** (k + 1), k + 2) for k in range(120)])
-        return t, np.abs(v * v / (v + v * v * t), where=v != 0, out=np.zeros_like(v))
+        w = np.abs(v * v / (v + v * v * t), where=v != 0, out=np.zeros_like(v))
+        return (t * _ld(Fraction(_LOG2E)) if key == "log2_f32" else t), w
+    if key in ("exp2_f32", "exp2_f64"):
+        ln2 = Fraction(_LN2)
+        t = _series(v, [ln2 ** k / factorial(k) for k in range(1, 40)])
+        return t, np.abs(v / (1 + v * t))
     if key == "log_f64":
         return _series(v, [Fraction(2, 2 * k + 3) for k in range(40)]), v / 2
     if key in ("tanh_f32", "tanh_f64"):
@@ -517,6 +540,85 @@ def _xb_exp_f64(x):
 '''
 
 
+def _src_exp2(dt: str) -> str:
+    if dt == "float32":
+        c, top, bot, kmax, kmin, bias, shift, sym = _f32, 129.0, -151.0, 127, -125, 127, 23, "f32"
+        it, i2f, f2i = "np.int32", "_xb_i32_as_f32", "_xb_f32_as_i32"
+        one = _f32(1.0)
+    else:
+        c, top, bot, kmax, kmin, bias, shift, sym = _num64, 1025.0, -1076.0, 1023, -1021, 1023, 52, "f64"
+        it, i2f, f2i = "np.int64", "_xb_i64_as_f64", "_xb_f64_as_i64"
+        one = "1.0"
+    return f'''
+{_DECO}
+def _xb_exp2_{sym}(x):
+    """2**x, {dt}. n = rint(x), r = x - n (exact), 2**x = (1 + r Q(r)) * 2**n."""
+    xc = x if x < {c(top)} else {c(top)}  # NaN -> {top}, put back at the end
+    xc = xc if xc > {c(bot)} else {c(bot)}
+    n = _xb_rint(xc)
+    r = xc - n
+{_poly("q", "r", f"exp2_{sym}", c)}
+    p = _xb_fma(r, q, {one})
+    k = np.int32(n)
+    k1 = k if k < np.int32({kmax}) else np.int32({kmax})
+    k1 = k1 if k1 > np.int32({kmin}) else np.int32({kmin})
+    y = {i2f}({it}({f2i}(p) + ({it}(k1) << {it}({shift}))))
+    y = y * {i2f}({it}({it}(k - k1 + np.int32({bias})) << {it}({shift})))
+    return y if x == x else x
+'''
+
+
+def _src_log2_f32() -> str:
+    chi, clo = _LOG2E_F32
+    return f'''
+{_DECO}
+def _xb_log2_f32(x):
+    """log2, float32. x = 2**k * m, m in [sqrt(1/2), sqrt(2)), f = m - 1;
+    log2(x) = k + (f log2(e) + f*f R(f)), the bracket rounded before k is added."""
+    sub = x < np.float32(1.1754944e-38)
+    xs = x * np.float32(8388608.0) if sub else x  # subnormal: scale by 2**23 first
+    ix = _xb_f32_as_i32(xs)
+    k = np.int32(np.int32(ix - np.int32(0x3F3504F3)) >> np.int32(23))
+    f = _xb_i32_as_f32(np.int32(ix - (k << np.int32(23)))) - np.float32(1.0)
+    e = np.float32(k) - (np.float32(23.0) if sub else np.float32(0.0))
+{_poly("q", "f", "log2_f32", _f32)}
+    v = _xb_fma(f, {_f32(chi)}, _xb_fma(f, {_f32(clo)}, (f * f) * q))
+    # The select sits between the fma chain and the add on purpose: under reassoc+contract LLVM's
+    # backend would move a term added to an fma chain into its innermost product (e + f*f*R first).
+    v = v if x > np.float32(0.0) else (np.float32(-np.inf) if x == np.float32(0.0) else np.float32(np.nan))
+    y = e + v
+    return y if x < np.float32(np.inf) else x  # +inf and NaN
+'''
+
+
+def _src_log2_f64() -> str:
+    chi, clo = _LOG2E_F64
+    return f'''
+{_DECO}
+def _xb_log2_f64(x):
+    """log2, float64. As log, with log1p(f) kept as hi + lo (hi: 21 bits) so that the product by
+    log2(e) = {chi!r} + {clo!r} loses nothing."""
+    sub = x < 2.2250738585072014e-308
+    xs = x * 4503599627370496.0 if sub else x  # subnormal: scale by 2**52 first
+    ix = _xb_f64_as_i64(xs)
+    k = (ix - np.int64(0x3FE6A09E667F3BCD)) >> np.int64(52)
+    f = _xb_i64_as_f64(ix - (k << np.int64(52))) - 1.0
+    e = np.float64(np.int32(k)) - (52.0 if sub else 0.0)
+    s = f / (2.0 + f)
+    z = s * s
+{_poly("q", "z", "log_f64", _num64)}
+    hf = 0.5 * f
+    hfsq = hf * f
+    hi = _xb_i64_as_f64(_xb_f64_as_i64(f - hfsq) & np.int64(-0x100000000))
+    lo = _xb_fma(-hf, f, f - hi)  # (f - hi) - f*f/2; f - hi is exact
+    lo = _xb_fma(s, _xb_fma(z, q, hfsq), lo)
+    v = _xb_fma(hi, {chi!r}, _xb_fma(lo, {chi + clo!r}, hi * {clo!r}))  # hi * {chi!r} is exact
+    v = v if x > 0.0 else (-np.inf if x == 0.0 else np.nan)  # also keeps e out of the chain
+    y = e + v
+    return y if x < np.inf else x  # +inf and NaN
+'''
+
+
 def _src_expm1_f32() -> str:
     hi, lo = _LN2_F32
     return f'''
@@ -733,6 +835,10 @@ class MathFn:
 _SOURCES: dict[str, Any] = {
     "_xb_exp_f32": _src_exp_f32,
     "_xb_exp_f64": _src_exp_f64,
+    "_xb_exp2_f32": lambda: _src_exp2("float32"),
+    "_xb_exp2_f64": lambda: _src_exp2("float64"),
+    "_xb_log2_f32": _src_log2_f32,
+    "_xb_log2_f64": _src_log2_f64,
     "_xb_expm1_f32": _src_expm1_f32,
     "_xb_log_f32": _src_log_f32,
     "_xb_log_f64": _src_log_f64,
@@ -751,13 +857,19 @@ _ALL = "all inputs"
 _TRIG = ("|x| < 2**48 with FMA hardware (2**20 without); beyond, the reduction is inexact and the "
          "result, though in [-1, 1], is not accurate")
 # max_ulp: the bound the tests enforce. Measured maxima (every 7th float32 bit pattern, 6e8 inputs per
-# function; float64: 4.8e7 random inputs): exp32 1.008, log32 0.911, tanh32 1.066, erf32 1.404,
-# sigmoid32 2.342, expm1 1.439, log1p 1.447, sin 0.5006, cos 0.5001, pow32 0.500 (8e6 random pairs),
-# exp64 0.981, log64 0.763, tanh64 1.063, sigmoid64 2.251.
+# function; float64: 4.8e7 random inputs): exp32 1.008, exp2_32 0.910, log32 0.911, log2_32 1.172
+# (at 1.4142135, found by the edge points of the tests; 0.960 over the sweep),
+# tanh32 1.066, erf32 1.404, sigmoid32 2.342, expm1 1.439, log1p 1.447, sin 0.5006, cos 0.5001,
+# pow32 0.500 (8e6 random pairs), exp64 0.981, exp2_64 0.846, log64 0.763, log2_64 0.827, tanh64 1.063,
+# sigmoid64 2.251.
 FUNCTIONS: dict[tuple[str, str], MathFn] = {
     (f.name, f.dtype): f for f in (
         MathFn("exp", "float32", "_xb_exp_f32", 1.1, _ALL + "; subnormal results rounded once"),
         MathFn("exp", "float64", "_xb_exp_f64", 1.1, _ALL + "; subnormal results rounded once"),
+        MathFn("exp2", "float32", "_xb_exp2_f32", 1.0, _ALL + "; subnormal results rounded once"),
+        MathFn("exp2", "float64", "_xb_exp2_f64", 1.0, _ALL + "; subnormal results rounded once"),
+        MathFn("log2", "float32", "_xb_log2_f32", 1.2, _ALL + ", subnormal inputs included"),
+        MathFn("log2", "float64", "_xb_log2_f64", 1.0, _ALL + ", subnormal inputs included"),
         MathFn("expm1", "float32", "_xb_expm1_f32", 1.5, _ALL),
         MathFn("log", "float32", "_xb_log_f32", 1.0, _ALL + ", subnormal inputs included"),
         MathFn("log", "float64", "_xb_log_f64", 1.0, _ALL + ", subnormal inputs included"),
