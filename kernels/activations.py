@@ -187,8 +187,8 @@ def threshold(input: Tensor, threshold: float, value: float):
 @register("activation", samples=unary(-3.0, 3.0, avoid=(-0.5, 0.5), kwargs=({}, {"lambd": 1.0})),
           torch=F + "softshrink", grad=True)
 def softshrink(input: Tensor, lambd: float = 0.5):
-    """input - lambd above lambd, input + lambd below -lambd, 0 between."""
-    return xb.where(input > lambd, input - lambd, xb.where(input < -lambd, input + lambd, 0.0))
+    """input - lambd above lambd, input + lambd below -lambd, 0 between (NaN stays NaN)."""
+    return xb.where(input > lambd, input - lambd, xb.where(input < -lambd, input + lambd, input * 0.0))
 
 
 @register("activation", samples=unary(-3.0, 3.0, avoid=(-0.5, 0.5), kwargs=({}, {"lambd": 1.0})),

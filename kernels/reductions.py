@@ -139,7 +139,11 @@ def any(input: Tensor, dim=None, keepdim: bool = False):
     return input.any(axis=_axes(input, dim), keepdims=keepdim)
 
 
-@register("reduction", samples=_bool_samples, torch="torch.count_nonzero", dtypes=NUM + BOOL)
+def _count_samples(dtype, shapes):
+    yield from reduction(ints=(-1, 2), keepdim=False)(dtype, shapes)
+
+
+@register("reduction", samples=_count_samples, torch="torch.count_nonzero", dtypes=NUM + BOOL)
 def count_nonzero(input: Tensor, dim=None):
     """The number of nonzero elements along `dim` (int64)."""
     return (input != 0).astype("int64").sum(axis=_axes(input, dim))

@@ -15,7 +15,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ..ops import SHAPES, NoTorch, OpInfo, Sample, ShapeSet, info
 from ..verify import compare, op_class, reduction_length
 
 PSEUDO = ("torch", "grad")          # columns that check the reference itself rather than a backend
+UNSUPPORTED = object()              # a sample check's answer: the backend declined; stop this cell
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Cell:
     samples: int = 0               # how many samples were checked
     seconds: float = 0.0
     notes: str = ""                # what the check could not cover (e.g. PyTorch lacks a float16 kernel)
+    failed: list = field(default_factory=list)   # every failing sample: {"sample", "reason", "error"}
 
     @property
     def ok(self) -> bool:
@@ -97,21 +99,32 @@ class _Acc:
 
     def sample_ok(self, s: Sample, err: float, ratio: float = 0.0) -> None:
         self.cell.samples += 1
+        if self.cell.status == "fail":
+            return
         if ratio > self.cell.ratio or not self.cell.sample:
             self.cell.sample = repr(s)
         self.cell.error = max(self.cell.error, err)
         self.cell.ratio = max(self.cell.ratio, ratio)
 
     def fail(self, s: Sample | None, reason: str, err: float = math.inf, ratio: float = math.inf) -> Cell:
+        """Record a failing sample (the cell fails; the first failure gives its reason and sample)."""
         self.cell.samples += 1
+        if self.cell.status != "fail":
+            self.cell.reason = reason
+            self.cell.sample = repr(s) if s is not None else ""
+            self.cell.error, self.cell.ratio = err, ratio
+        else:
+            self.cell.error, self.cell.ratio = max(self.cell.error, err), max(self.cell.ratio, ratio)
         self.cell.status = "fail"
-        self.cell.error = err
-        self.cell.ratio = ratio
-        self.cell.reason = reason
-        self.cell.sample = repr(s) if s is not None else ""
-        return self.done()
+        self.cell.failed.append({"sample": repr(s) if s is not None else "", "reason": reason,
+                                 "error": err if math.isfinite(err) else str(err)})
+        return self.cell
 
     def unsupported(self, reason: str) -> Cell:
+        if self.cell.status == "fail":      # a backend that declines after failing samples still failed
+            return self.done()
+        if self.cell.samples:
+            reason += f" (after {self.cell.samples} sample(s) passed)"
         self.cell.status = "unsupported"
         self.cell.reason = reason
         return self.done()
@@ -144,23 +157,30 @@ def check_backend(inf: OpInfo, backend: str, dtype: str, shapes: ShapeSet | str 
     if not ok:
         return acc.unsupported(f"backend unavailable: {why}")
     if inf.samples is None:
-        return acc.fail(None, "no samples registered (register(..., samples=...))")
-    for s in samples_of(inf, dtype, shapes, limit):
+        acc.fail(None, "no samples registered (register(..., samples=...))")
+        return acc.done()
+
+    def one(s) -> Cell | None:
         try:
             with np.errstate(all="ignore"):
                 results = verify(inf.op, *s.args, backend=backend, **s.kwargs)
         except BackendError as exc:
-            return acc.unsupported(_one_line(exc))
+            acc.unsupported(_one_line(exc))
+            return UNSUPPORTED
         except Exception as exc:
             return acc.fail(s, f"{type(exc).__name__}: {_one_line(exc)}")
         worst = max(results, key=lambda c: (not c.ok, c.max_abs_error), default=None)
         if worst is None:
             acc.sample_ok(s, 0.0)
-            continue
+            return None
         if not worst.ok:
             i = results.index(worst)
             return acc.fail(s, f"output {i}: {worst.message}", worst.max_abs_error, worst.ratio)
         acc.sample_ok(s, max(c.max_abs_error for c in results), max(c.ratio for c in results))
+
+    for s in samples_of(inf, dtype, shapes, limit):
+        if one(s) is UNSUPPORTED:
+            return acc.done()
     return acc.done()
 
 
@@ -243,11 +263,14 @@ def check_torch(inf: OpInfo, dtype: str, shapes: ShapeSet | str = "quick", limit
     except ImportError as exc:
         return acc.unsupported(f"PyTorch is not installed ({exc})")
     except (AttributeError, ValueError) as exc:
-        return acc.fail(None, f"torch={inf.torch!r} does not resolve: {exc}")
+        acc.fail(None, f"torch={inf.torch!r} does not resolve: {exc}")
+        return acc.done()
     if inf.samples is None:
-        return acc.fail(None, "no samples registered (register(..., samples=...))")
+        acc.fail(None, "no samples registered (register(..., samples=...))")
+        return acc.done()
     ref = get("reference")
-    for s in samples_of(inf, dtype, shapes, limit):
+
+    def one(s) -> Cell | None:
         try:
             with np.errstate(all="ignore"):
                 graph = inf.op.trace(*s.args, **s.kwargs)
@@ -288,6 +311,10 @@ def check_torch(inf: OpInfo, dtype: str, shapes: ShapeSet | str = "quick", limit
                                 c.ratio)
             errs.append((c.max_abs_error, c.ratio))
         acc.sample_ok(s, max((e for e, _ in errs), default=0.0), max((r for _, r in errs), default=0.0))
+
+    for s in samples_of(inf, dtype, shapes, limit):
+        if one(s) is UNSUPPORTED:
+            return acc.done()
     return acc.done()
 
 
@@ -350,9 +377,9 @@ def _loss_operator(inf: OpInfo, names: list[str], kw: dict, cts: list[np.ndarray
 
 
 def _wrt(inf: OpInfo, names: list[str], pos: list) -> list[str]:
-    if inf.grad is True:
-        return [n for n, a in zip(names, pos) if _float_array(a)]
-    return [n for n in inf.grad_args() if n in names]
+    """The differentiable arguments this sample passes float arrays to (optional ones may be absent)."""
+    want = None if inf.grad is True else set(inf.grad_args())
+    return [n for n, a in zip(names, pos) if _float_array(a) and (want is None or n in want)]
 
 
 def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMPLES,
@@ -369,16 +396,16 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
         return acc.unsupported("the operator does not take float64, which the gradient check needs")
     samples = grad_samples(inf, shapes, n)
     if not samples:
-        return acc.fail(None, "no float64 samples usable for the gradient check (all grad=False, empty or large)")
-    for s in samples:
+        acc.fail(None, "no float64 samples usable for the gradient check (all grad=False, empty or large)")
+        return acc.done()
+
+    def one(s) -> Cell | None:
         try:
             pos, kw, names = _positional(inf.op, s)
             wrt = _wrt(inf, names, pos)
-            missing = [nm for nm in (inf.grad_args() if inf.grad is not True else ())
-                       if nm not in wrt or not _float_array(pos[names.index(nm)])]
-            if missing or not wrt:
-                return acc.fail(s, f"argument(s) {missing or inf.grad!r} are not float tensors in this sample "
-                                   "(cannot differentiate)")
+            if not wrt:
+                return acc.fail(s, f"none of the differentiable arguments {inf.grad_args() or inf.grad!r} is a "
+                                   "float array in this sample")
             outs = inf.op.run(*pos, backend="reference", **kw)
             outs = list(outs) if isinstance(outs, tuple) else [outs]
             rng = np.random.default_rng(len(outs) * 7919 + sum(np.asarray(o).size for o in outs))
@@ -456,6 +483,10 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
                     return acc.fail(s, f"the gradient operator on {verify_backend} differs from the reference: "
                                        f"{c.message}", c.max_abs_error, c.ratio)
         acc.sample_ok(s, worst, worst_ratio)
+
+    for s in samples:
+        if one(s) is UNSUPPORTED:
+            return acc.done()
     return acc.done()
 
 
