@@ -17,7 +17,7 @@ Models (`predict_program`)
 cpu (roofline over the memory hierarchy, calibrated by micro-benchmarks, see `CpuModel`)::
 
     T = overhead + max(T_core, T_mem)
-    T_core = (sum_f n_f * c_f + n_ops * c_op + n_access * c_access) / threads * imbalance     (BLAS: 2MNK / rate)
+    T_core = sum_f n_f * c_f / threads * imbalance          (BLAS: 2MNK / the measured BLAS rate at that size)
     T_mem  = max(L1 bytes / bw_L1, sum_l served_l / bw_l + DRAM bytes / bw_DRAM)
 
 `served_l` are the bytes each level below L1 delivers (fills that hit there, write-backs into it) from the
@@ -433,45 +433,46 @@ def program_data(program: Program, arrays: Sequence[np.ndarray]) -> dict[str, np
 
 # ---- the cpu model's constants, from micro-benchmarks --------------------------------------------------------
 
-MODEL_VERSION = 8
+MODEL_VERSION = 10
 
 
 _UNARY_CHAIN = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "erf", "erfc", "sigmoid", "sin",
                 "cos", "tan", "atan", "sinh", "cosh", "asinh", "sqrt", "rsqrt", "reciprocal", "abs", "neg", "floor",
                 "ceil", "round", "trunc", "sign"}
 _BINARY_CHAIN = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "atan2", "hypot"}
-CHAIN = 8               # applications of the function in a calibration chain
+CHAIN = 8               # terms added to the calibration kernel of a function
 
 
 def _apply(name: str, y):
-    """One application of scalar function `name` to y in (0.25, 1.25), the result mapped back into that range."""
+    """One application of scalar function `name` to y in (0.3, 1.3) (a binary one with y + 0.5 as its second
+    operand; log-like ones on y + 1)."""
     import xbench as xb
     if name in _BINARY_CHAIN:
         f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
              "div": lambda a, b: a / b, "maximum": xb.maximum, "minimum": xb.minimum,
              "pow": lambda a, b: a ** b}.get(name) or getattr(xb, name)
-        v = f(y, y + 0.5)
-    elif name in ("neg",):
-        v = -y
-    elif name in ("log", "log2", "log10"):
-        v = getattr(xb, name)(y + 1.0)
-    else:
-        v = getattr(xb, name)(y)
-    return xb.abs(v) * 0.5 + 0.25 if name in ("neg", "sin", "tan", "atan", "sub") else v * 0.5 + 0.25
+        return f(y, y + 0.5)
+    if name == "neg":
+        return -y
+    if name in ("log", "log2", "log10"):
+        return getattr(xb, name)(y + 1.0)
+    return getattr(xb, name)(y)
 
 
 @functools.cache
 def _chain_op(name: str | None, depth: int):
-    """y = x then `depth` times y = f(y) * 0.5 + 0.25 (no f: the mapping alone): all in registers, one load and
-    one store per element."""
+    """y = sum over i < depth of f(x * a_i + b_i) (no f: of x * a_i + b_i): independent applications, as a fused
+    kernel evaluates several functions of its operands (they vectorise and overlap); one load and one store per
+    element."""
     import xbench as xb
 
     def body(x):
-        y = x
-        for _ in range(depth):
-            y = _apply(name, y) if name else y * 0.5 + 0.25
+        y = x * 0.0
+        for i in range(depth):
+            arg = x * (0.5 + 0.05 * i) + 0.01 * i
+            y = y + (_apply(name, arg) if name else arg)
         return y
-    return xb.tensor_op(body, name=f"calib_chain_{name or 'map'}_{depth}")
+    return xb.tensor_op(body, name=f"calib_terms_{name or 'affine'}_{depth}")
 
 
 # cheap vector operations priced as one class ("simple"), and the operators measured for it# cheap vector operations priced as one class ("simple"), and the operators measured for it
@@ -489,11 +490,13 @@ class CpuModel:
     call_us / parallel_us: a serial / parallel (prange) numba kernel call that does nothing;
     run_us: the host side of `Artifact.run` (argument checks, output allocation) beyond one kernel call;
     c_op_ns: one vector operation per element per core (2 / single-core FMA peak), the floor of every cost;
-    c_access_ns: one element load from L1 per core: `a + b + c + d` against `a + b` (minus the two adds);
-    fn_ns: one evaluation of a scalar function per element per core, from chains `y = f(y) * 0.5 + 0.25` of
-      1 and 9 applications on 2048 elements in L1 through the cpu backend (their difference: fixed costs and
-      loads cancel); "simple": the cheap operations (`SIMPLE`: add, compare, min/max, ...), half the cost of
-      the chain's mapping (a multiply and an add); "reduce_<kind>": one step of a row reduction (the slope
+    c_access_ns: one 4-byte load from L1 on one core (4 B / its measured L1 bandwidth); loads and stores are
+      priced by the memory terms, which the in-core term overlaps, so this only corrects reduction costs;
+    fn_ns: one evaluation of a scalar function per element per core, from `y = sum_i f(x * a_i + b_i)` with 1
+      and 9 independent terms on 2048 elements in L1 through the cpu backend (their difference: fixed costs and
+      loads cancel; independent terms vectorise and overlap as in a fused kernel, where a dependent chain would
+      not); "simple": the cheap operations (`SIMPLE`: add, compare, min/max, ...), a third of a term without a
+      function (a multiply and two adds); "reduce_<kind>": one step of a row reduction (the slope
       between 4 and 12 rows of 1024, minus a load); "scan": one step of a running sum (a numba prefix-sum
       loop, minus its load and store);
     blas_flops: FLOP/s of np.dot called from numba (the BLAS and path the backend uses) on square GEMMs of
@@ -566,8 +569,8 @@ def _op_time(op, *args) -> float:
 
 
 def _chain_cost(name: str | None, n: int = 2048) -> float:
-    """ns per application per element of `name` (None: of the `* 0.5 + 0.25` mapping): the difference between
-    chains of 1 and 1 + CHAIN applications on n elements resident in L1, divided by CHAIN * n."""
+    """ns per term per element of `_chain_op(name)` (None: a term without a function, a multiply and two adds):
+    the difference between 1 and 1 + CHAIN terms on n elements resident in L1, divided by CHAIN * n."""
     x = np.random.default_rng(0).uniform(0.3, 1.2, n).astype(np.float32)
     short, long_ = _chain_op(name, 1), _chain_op(name, 1 + CHAIN)
     return max(0.0, (_op_time(long_, x) - _op_time(short, x)) * 1e9 / (CHAIN * n))
@@ -585,22 +588,6 @@ def _reduce_cost(kind: str) -> float:
     rng = np.random.default_rng(0)
     t = [_op_time(op, rng.uniform(0.5, 1.5, (r, 1024)).astype(np.float32)) for r in (4, 12)]
     return max(0.0, (t[1] - t[0]) * 1e9 / (8 * 1024))
-
-
-def _access_cost(n: int = 2048) -> float:
-    """ns per element load: `y = a + b + c + d` against `y = a + b` on n elements in L1 (two loads and two
-    additions more), the additions priced by the chain measurement of the mapping."""
-    rng = np.random.default_rng(0)
-    xs = [rng.uniform(0.5, 1.5, n).astype(np.float32) for _ in range(4)]
-    two, four = _load_ops()
-    return (_op_time(four, *xs) - _op_time(two, *xs)) * 1e9 / (2 * n)
-
-
-@functools.cache
-def _load_ops():
-    import xbench as xb
-    return (xb.tensor_op(lambda a, b, c, d: a + b, name="calib_two_loads"),
-            xb.tensor_op(lambda a, b, c, d: a + b + c + d, name="calib_four_loads"))
 
 
 BLAS_SIZES = (64, 128, 256, 512)      # square GEMMs the BLAS rate is measured on
@@ -686,8 +673,7 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         call, par, run = _measure_overheads()
         peak1 = (t.cpu.single_core_peak.get("float32") if t.cpu else None) or t.peak_flops("float32") / t.compute_units
         c_op = 2.0 / peak1 * 1e9
-        mapping = float(np.median([_chain_cost(None) for _ in range(reps)])) / 2       # a mul and an add
-        c_access = max(0.0, float(np.median([_access_cost() for _ in range(reps)])) - mapping)
+        c_access = 0.0                      # set from the one-core L1 bandwidth below
         blas = {}
         gemm = _numba_gemm()
         for dt in (np.float32, np.float64):
@@ -705,6 +691,8 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
             bw1[lv.name] = measure_read(share // 2, 1, 3, 0.02)[0]
         llc = max(lv.size_bytes for lv in t.caches) if t.caches else 1 << 25
         bw1[t.memory.name] = measure_triad(1, 2 * llc // 8, 3)[0]
+        first = t.caches[0].name if t.caches else None
+        c_access = 4e9 / bw1[first] if first else 0.0
         import datetime as _dt
 
         import numba
@@ -717,8 +705,8 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
                                   - 2 * model.c_access_ns)
         changed = True
     if "simple" not in model.fn_ns:
-        # one cost for the cheap vector operations: the chain's mapping is a multiply and an add
-        model.fn_ns["simple"] = max(model.c_op_ns, float(np.median([_chain_cost(None) for _ in range(reps)])) / 2)
+        # one cost for the cheap vector operations: a third of a term without a function (a mul, two adds)
+        model.fn_ns["simple"] = max(model.c_op_ns, float(np.median([_chain_cost(None) for _ in range(reps)])) / 3)
         changed = True
     for name in functions:
         if name in model.fn_ns or name in SIMPLE or name in ("mac",) or name.startswith(("scan_", "sort_")):
@@ -730,7 +718,7 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
                     continue
                 per = float(np.median([_reduce_cost(kind) for _ in range(reps)])) - model.c_access_ns
             elif name in _UNARY_CHAIN or name in _BINARY_CHAIN:
-                extra = 3 if name in _BINARY_CHAIN else 2           # the mapping (and the operand's add)
+                extra = 4 if name in _BINARY_CHAIN else 3           # the term's mul and adds (and y + 0.5)
                 per = float(np.median([_chain_cost(name) for _ in range(reps)])) - extra * model.fn_ns["simple"]
             else:
                 continue
@@ -808,18 +796,16 @@ def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: 
             short = c.short_reductions.get(fn, 0.0)
             # a long reduction is a dependency chain (its calibrated cost); short ones overlap like plain ops
             ns += (n - short) * model.fn(fn) + short * model.fn("simple")
-    accesses = c.accesses + c.scratch_accesses
     if blas:
         B, M, N, K = c.contraction
         rate = blas_rate(model, c.dtype, 2.0 * M * N * K)          # one BLAS call per batch point
         gemm = 2.0 * B * M * N * K / rate
-        pack_accesses = max(0.0, accesses - (B * M * K + B * N * K))
-        core = gemm + (ns + pack_accesses * model.c_access_ns) * 1e-9 / max(1, model.threads)
+        core = gemm + ns * 1e-9 / max(1, model.threads)
         notes.append(f"BLAS at {rate / 1e9:.1f} GFLOP/s (np.dot from numba, interpolated by size)")
     else:
         if "mac" in c.functions:
             ns += c.functions["mac"] * model.c_op_ns
-        core = (ns + accesses * model.c_access_ns) * 1e-9 / threads * imbalance
+        core = ns * 1e-9 / threads * imbalance
     terms = {"overhead": overhead, "core": core}
     mem = 0.0
     if cache is not None:
