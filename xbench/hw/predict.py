@@ -834,15 +834,18 @@ def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: 
 
 
 def _cpu_bw(target: Target, model: CpuModel, threads: int) -> dict[str, float]:
-    """Bandwidth of each level for `threads` threads: the calibrated all-core figures, or one core's."""
+    """Bandwidth of each level for `threads` threads: the calibrated all-core figures, or one core's; a level is
+    never taken faster than the one above it (measurements on a shared machine can say otherwise)."""
     out = {}
+    above = math.inf
     for lv in target.memory_levels:
         if lv.bandwidth is None:
             continue
         if threads >= model.cores and model.threads >= model.cores:
-            out[lv.name] = lv.bandwidth
+            bw = lv.bandwidth
         else:
-            out[lv.name] = model.bw_1core.get(lv.name, lv.bandwidth / model.cores)
+            bw = model.bw_1core.get(lv.name, lv.bandwidth / model.cores)
+        out[lv.name] = above = min(bw, above)
     return out
 
 
