@@ -724,7 +724,7 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
                 continue
         except Exception:  # a function the cpu backend cannot compile alone: priced as a simple operation
             continue
-        model.fn_ns[name] = max(model.c_op_ns, per)
+        model.fn_ns[name] = max(model.fn_ns["simple"], per)     # a function costs at least a cheap operation
         changed = True
     if changed:
         atomic_write(path, json.dumps(asdict(model), indent=1))
