@@ -298,3 +298,16 @@ def test_program_without_tensor_inputs():
 
     _, out = check(ramp, 7, expect=np.arange(7) * 3 + 1)
     assert out.dtype == np.int64
+
+
+def test_math_outside_its_domain_gives_nan_and_inf():
+    @xb.tensor_op
+    def edges(x):
+        return xb.atanh(x), xb.log(x), xb.sqrt(x), xb.rsqrt(x), xb.exp(x * 100)
+
+    x = np.array([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, np.inf, np.nan], np.float32)
+    _, outs = check(edges, x)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(outs[1], np.log(x))
+        np.testing.assert_array_equal(np.isnan(outs[0]), np.isnan(np.arctanh(x)))
+    assert outs[3][3] == np.inf and np.isnan(outs[2][0]) and outs[4][7] == np.inf

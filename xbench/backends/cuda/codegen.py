@@ -60,6 +60,13 @@ _LIBDEVICE = {"floor": ("floorf", "floor", "np.floor"), "ceil": ("ceilf", "ceil"
               "pow": ("powf", "pow", "np.power"), "erfc": ("erfcf", "erfc", "_scipy_special.erfc"),
               "erfinv": ("erfinvf", "erfinv", "_scipy_special.erfinv")}
 
+_SIM_MATH = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "sin": "np.sin", "cos": "np.cos",
+             "tan": "np.tan", "asin": "np.arcsin", "acos": "np.arccos", "atan": "np.arctan", "sinh": "np.sinh",
+             "cosh": "np.cosh", "tanh": "np.tanh", "asinh": "np.arcsinh", "acosh": "np.arccosh",
+             "atanh": "np.arctanh", "erf": "_scipy_special.erf", "log1p": "np.log1p", "expm1": "np.expm1",
+             "log2": "np.log2", "log10": "np.log10", "exp2": "np.exp2", "atan2": "np.arctan2", "hypot": "np.hypot",
+             "copysign": "np.copysign", "fmod": "np.fmod", "isfinite": "np.isfinite"}
+
 HELPERS = {
     "maximum": '''
 @cuda.jit(device=True, inline="always")
@@ -362,6 +369,7 @@ class ModuleWriter:
         self.smem_limit = smem_limit
         self.helpers: set[str] = set()
         self.libdevice: set[tuple[str, str]] = set()     # (fn, dtype)
+        self.math_used: set[str] = set()                   # math.* functions the kernels call
         self.emitter = Emitter(self._spell)
         self.launches: list[Launch] = []
         self.kernel_launches: dict[str, list[Launch]] = {}
@@ -395,8 +403,10 @@ class ModuleWriter:
         if fn == "reciprocal":
             return f"({c(1.0, dtype)} / {args[0]})"
         if fn == "rsqrt":
+            self.math_used.add("sqrt")
             return f"({c(1.0, dtype)} / math.sqrt({args[0]}))"
         if fn == "sigmoid":
+            self.math_used.add("exp")
             one = c(1.0, dtype)
             return f"({one} / ({one} + math.exp(-{args[0]})))"
         if fn == "isnan":
@@ -404,8 +414,10 @@ class ModuleWriter:
         if fn == "isinf":
             return f"(abs({args[0]}) == {c('inf', src)})"
         if fn == "isfinite":
+            self.math_used.add("isfinite")
             return f"math.isfinite({args[0]})"
         if fn == "signbit":
+            self.math_used.add("copysign")
             return f"(math.copysign({c(1.0, src)}, {args[0]}) < {c(0.0, src)})"
         if fn == "sign":
             x = args[0]
@@ -426,6 +438,7 @@ class ModuleWriter:
             self.libdevice.add((fn, dtype))
             return f"_ld_{fn}_{dtype[-2:]}({', '.join(args)})"
         if fn in _MATH:
+            self.math_used.add(_MATH[fn].split(".", 1)[1])
             return f"{_MATH[fn]}({', '.join(args)})"
         return None
 
@@ -493,21 +506,8 @@ class ModuleWriter:
         src("    if _numba_config.ENABLE_CUDASIM:")
         src('        options.pop("launch_bounds", None)')
         src("    return cuda.jit(**options)")
-        if self.libdevice:
-            src()
-            src()
-            src("if _numba_config.ENABLE_CUDASIM:  # the simulator runs kernels as Python: numpy/scipy stand in")
-            with src.indent():
-                if any(fn in ("erfc", "erfinv") for fn, _ in self.libdevice):
-                    src("import scipy.special as _scipy_special")
-                for fn, dt in sorted(self.libdevice):
-                    src(f"_ld_{fn}_{dt[-2:]} = {_LIBDEVICE[fn][2]}")
-            src("else:")
-            with src.indent():
-                src("from numba.cuda import libdevice")
-                for fn, dt in sorted(self.libdevice):
-                    name = _LIBDEVICE[fn][0] if dt == "float32" else _LIBDEVICE[fn][1]
-                    src(f"_ld_{fn}_{dt[-2:]} = libdevice.{name}")
+        if self.libdevice or self.math_used:
+            self.simulator_block(src)
         consts = self.emitter.constant_lines()
         if consts:
             src()
@@ -525,6 +525,38 @@ class ModuleWriter:
         src()
         src.lines.extend(self.host().splitlines())
         return src.text() + "\n"
+
+    def simulator_block(self, src: Source) -> None:
+        """Under the simulator the kernels run as Python: numpy (and scipy) stand in for `math` and libdevice,
+        computing in the arrays' own precision and giving NaN/inf where Python's `math` raises."""
+        scipy = any(fn in ("erfc", "erfinv") for fn, _ in self.libdevice) or "erf" in self.math_used
+        src()
+        src()
+        src("if _numba_config.ENABLE_CUDASIM:  # the simulator runs kernels as Python: numpy/scipy stand in")
+        with src.indent():
+            src("import types as _types")
+            if scipy:
+                src()
+                src("import scipy.special as _scipy_special")
+            src()
+            src("def _quiet(fn):")
+            src("    def call(*args):")
+            src('        with np.errstate(all="ignore"):')
+            src("            return fn(*args)")
+            src("    return call")
+            src()
+            if self.math_used:
+                items = ", ".join(f"{fn}=_quiet({_SIM_MATH[fn]})" for fn in sorted(self.math_used))
+                src(f"math = _types.SimpleNamespace({items})")
+            for fn, dt in sorted(self.libdevice):
+                src(f"_ld_{fn}_{dt[-2:]} = _quiet({_LIBDEVICE[fn][2]})")
+        if self.libdevice:
+            src("else:")
+            with src.indent():
+                src("from numba.cuda import libdevice")
+                for fn, dt in sorted(self.libdevice):
+                    name = _LIBDEVICE[fn][0] if dt == "float32" else _LIBDEVICE[fn][1]
+                    src(f"_ld_{fn}_{dt[-2:]} = libdevice.{name}")
 
     def prelude(self, text: str) -> str:
         """Everything before the first kernel: imports, constants and helpers (part of PTX cache keys)."""
