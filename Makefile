@@ -13,7 +13,7 @@ EXT_SOURCES := $(wildcard extension/package.json extension/yarn.lock extension/.
                  extension/style/icons/*.svg extension/xbench_lab/*.py)
 SUDO        := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo lab test lint bench clean chromium clean-extension
+.PHONY: install demo lab test lint bench clean chromium clean-extension notebooks
 
 install: $(STAMP) $(EXT_STAMP)
 
@@ -45,8 +45,17 @@ demo: install
 lab: install
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
 
+# The tutorials are stored with their outputs and re-executed by nbval, which compares what they print now
+# with what they printed when saved (times, addresses and machine facts masked by notebooks/nbval-sanitize.cfg).
+# After a change to generated code, refresh them with `make notebooks`.
+NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval-sanitize.cfg
+
 test: install chromium
 	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -p no:cacheprovider $(NBVAL) notebooks
+
+notebooks: install
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/*.ipynb
 
 lint: install
 	$(VENV)/bin/ruff check xbench kernels tests benchmarks

@@ -63,15 +63,29 @@ def fmt_bytes(n: int) -> str:
     return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
+HIGHLIGHT_CLASS = "xb-hl"
+
+
 def highlight(text: str, lang: str) -> str:
-    """`text` as HTML with inline-styled syntax colours (no stylesheet needed)."""
+    """`text` as HTML with syntax colours by class; `highlight_style()` holds the colours (one stylesheet per
+    output keeps the saved notebook small)."""
     from pygments import highlight as _hl
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import get_lexer_by_name
 
     lexer = get_lexer_by_name(lang if lang in ("python", "cpp") else "text")
-    formatter = HtmlFormatter(noclasses=True, nowrap=True, style="default")
-    return f'<pre style="{_CODE_STYLE}">{_hl(text, lexer, formatter)}</pre>'
+    formatter = HtmlFormatter(nowrap=True, style="default")
+    return f'<pre class="{HIGHLIGHT_CLASS}" style="{_CODE_STYLE}">{_hl(text, lexer, formatter)}</pre>'
+
+
+def highlight_style() -> str:
+    from pygments.formatters import HtmlFormatter
+
+    rules = HtmlFormatter(style="default").get_style_defs(f".{HIGHLIGHT_CLASS}")
+    # token colours only, scoped to our blocks: no page-wide `pre` rule, the notebook's background stays
+    rules = "\n".join(r for r in rules.splitlines()
+                      if r.startswith(f".{HIGHLIGHT_CLASS} .") and "background" not in r.split("{")[0])
+    return f"<style>{rules}</style>"
 
 
 def pre(text: str) -> str:
@@ -246,7 +260,7 @@ class OperatorView:
         titles = [TITLES.get(k, k) for k in self.keys]
         self.tab = W.Tab(children=children, titles=titles)
         self.tab.selected_index = self.keys.index(show) if show in self.keys else 0
-        self.header = W.HTML(f"<b>{html.escape(header_text(result))}</b>")
+        self.header = W.HTML(f"{highlight_style()}<b>{html.escape(header_text(result))}</b>")
         self.widget = W.VBox([self.header, self.tab])
 
     def _panes(self) -> list[tuple[str, W.Widget]]:
