@@ -1108,6 +1108,18 @@ def predict_program(program: Program, target: Target | str, *, counts: Sequence[
     return ProgramPrediction(t.name, out, 0.0, "ascend MTE2/vector/cube/MTE3 pipeline")
 
 
+def predict_kernel_ms(art, kernel: str, target: Target | str) -> float:
+    """Predicted milliseconds of one kernel of a compiled artifact on `target` (its schedule and the backend's
+    resources — launch configuration, occupancy, twin counters — taken into account). The tuner's cost on
+    backends without their hardware here."""
+    pred = predict_program(art.program, target, schedules={k.name: dict(k.schedule) for k in art.kernels},
+                           resources={k.name: dict(k.resources) for k in art.kernels})
+    for k in pred.kernels:
+        if k.kernel == kernel:
+            return k.time_ms
+    raise KeyError(f"no kernel {kernel!r} in {art.program.name}")
+
+
 __all__ = ["ASSUMPTIONS", "CpuModel", "KernelCounts", "KernelPrediction", "ModelAssumption", "ProgramPrediction",
            "ascend_counters", "calibrate_cpu_model", "kernel_counts", "predict_cpu_kernel", "predict_gpu_kernel",
-           "predict_npu_kernel", "predict_program", "program_counts", "program_data", "roofline_time"]
+           "predict_kernel_ms", "predict_npu_kernel", "predict_program", "program_counts", "program_data", "roofline_time"]

@@ -342,8 +342,7 @@ class Operator:
             program = spec.program(options.pop("fusion", True))
             if schedule is None:
                 from ..tune.db import tuned_schedules
-                schedule = tuned_schedules(program, backend, getattr(be, "default_target", "cpu-local"
-                                                                     if backend == "cpu" else backend)) or None
+                schedule = tuned_schedules(program, backend) or None
             schedules = _schedules(be, program, schedule)
             art = be.compile(program, schedules, **options)
             spec.artifacts[key] = art

@@ -29,6 +29,15 @@ CREATE TABLE IF NOT EXISTS best (
 """
 
 
+_DEFAULT_TARGETS = {"cpu": "cpu-local", "cuda": "h100", "ascend": "ascend-910b"}
+
+
+def default_target(backend: str) -> str:
+    """The hardware a backend's tuning results are for unless told otherwise."""
+    from ..backends import get
+    return getattr(get(backend), "default_target", None) or _DEFAULT_TARGETS.get(backend, backend)
+
+
 def kernel_key(kernel, backend: str, target: str) -> str:
     """Content address of a kernel's tuning records."""
     return digest("tune-v1", kernel.signature(), backend, target, tool_versions())
@@ -144,12 +153,13 @@ def tuning_db(path: str | Path | None = None) -> TuningDB:
     return _default
 
 
-def tuned_schedules(program, backend: str, target: str = "cpu-local") -> dict[str, dict]:
+def tuned_schedules(program, backend: str, target: str | None = None) -> dict[str, dict]:
     """Best known schedules for a program's kernels (empty when nothing was tuned: no database is created)."""
     path = cache_dir("tune") / "tuning.sqlite"
     if not path.exists():
         return {}
     db = tuning_db()
+    target = target or default_target(backend)
     out = {}
     for k in program.kernels:
         cfg = db.best(kernel_key(k, backend, target))

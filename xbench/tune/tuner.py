@@ -24,7 +24,7 @@ from ..errors import XbenchError
 from ..profile.timing import bench
 from ..verify import check, reference_outputs
 from . import space as S
-from .db import config_text, kernel_key, tuning_db
+from .db import config_text, default_target, kernel_key, tuning_db
 from .strategies import STRATEGIES
 
 
@@ -228,7 +228,7 @@ def tune(op, *args, backend: str = "cpu", budget: int = 32, strategy: str = "aut
     default_art = op.compile(backend, *args, **kwargs)
     workers = workers if workers is not None else (os.cpu_count() or 1)
     run = _Run(op, args, kwargs, backend, be,
-               target or ("cpu-local" if backend == "cpu" else getattr(be, "default_target", backend)),
+               target or default_target(backend),
                arrays, reference_outputs(program.graph, arrays), not _measurable(backend, default_art),
                {k.name: dict(be.default_schedule(k)) for k in program.kernels}, budget, strategy, top, resume,
                progress, seed, _pool(be, workers))
