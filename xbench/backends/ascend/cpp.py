@@ -271,6 +271,8 @@ class ScalarWriter:
                 return f"({a[0]} {'/' if fn == 'floordiv' else '%'} {a[1]})"
             self.helpers.add("intdiv")
             return f"Xb{'FloorDiv' if fn == 'floordiv' else 'Mod'}<{t}>({a[0]}, {a[1]})"
+        if fn == "fmod" and is_int(dt):  # C++ % truncates like fmod; x % 0 is 0 as in the reference
+            return f"(({a[1]}) == 0 ? {t}(0) : static_cast<{t}>(({a[0]}) % ({a[1]})))"
         if fn in ("maximum", "minimum", "fmax", "fmin"):
             if is_float(dt):
                 self.helpers.add("minmax")

@@ -714,7 +714,12 @@ class VecEmitter:
             m = self._mask(w, "LT", 5.0)
             self._select(t, m, p, q)
             self.pool.release(m)
-            i(f"Mul({out.name}, {t.name}, {x.name}, @n);")
+            i(f"Mul({p.name}, {t.name}, {x.name}, @n);")
+            i(f"Muls({q.name}, {x.name}, XB_INF, @n);")           # erfinv(+-1) = +-inf
+            i(f"Abs({t.name}, {x.name}, @n);")
+            m = self._mask(t, "EQ", 1.0)
+            self._select(out, m, q, p)
+            self.pool.release(m)
             for tmp in (w, t, p, q):
                 self.pool.release(tmp)
         elif fn == "sign":  # 1 where x > 0, -1 where x < 0, x itself (0, -0, NaN) elsewhere
