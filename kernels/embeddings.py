@@ -23,8 +23,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int = None, max_norm: 
     """Rows of `weight` [num_embeddings, dim] picked by the integer tensor `input` (torch.nn.functional's
     argument order; ATen's `embedding` takes weight first). With `max_norm`, looked-up rows whose `norm_type`
     norm exceeds it are scaled down to it (PyTorch also rewrites those rows of `weight` in place; xbench
-    operators have no side effects). `padding_idx` and `scale_grad_by_freq` only change the gradient, which
-    the autodiff of this lookup does not special-case."""
+    operators have no side effects). `padding_idx` and `scale_grad_by_freq` only change PyTorch's gradient;
+    xbench's autodiff of the lookup does not special-case them (the language has no stop_gradient), so the
+    padding row receives gradient too — embedding_dense_backward applies both rules explicitly."""
     rows = xb.gather(weight, input, axis=0)
     if max_norm is None:
         return rows

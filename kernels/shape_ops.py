@@ -200,7 +200,7 @@ def movedim(self: Tensor, source, destination):
           dtypes=ALL)
 def contiguous(self: Tensor):
     """A dense copy of self (every xbench result is contiguous)."""
-    return self + 0 if self.dtype != "bool" else self | False
+    return self
 
 
 def _torch_to_copy(torch, self, dtype=None):
@@ -211,9 +211,7 @@ def _torch_to_copy(torch, self, dtype=None):
 def _to_copy(self: Tensor, dtype: str = None):
     """A copy of self, converted to `dtype` (a dtype name such as "float16"; None keeps self's): floats to
     integers truncate toward zero, anything to bool tests != 0."""
-    if dtype is None:
-        return contiguous(self)
-    return self.astype(dtype) if self.dtype != dtype else contiguous(self)
+    return self if dtype is None or self.dtype == dtype else self.astype(dtype)
 
 
 def _torch_copy(torch, self, src, non_blocking=False):
