@@ -66,11 +66,12 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import is_float, itemsize
+from ..ir.contraction import roles as contract_roles
 from ..ir.expr import INDEX, Call, Expr, Idx, Load, Local
 from ..ir.kernel import Assign, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ..ir.scalar import lookup
 from .target import Target, TargetError, get_target
-from .traces import KernelCache, _extent, _stage_axes, contract_roles
+from .traces import KernelCache, _extent, _stage_axes
 
 # ---- model assumptions (numbers not calibrated here nor in a target file) -----------------------------------
 

@@ -64,6 +64,8 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import itemsize
+from ..ir.contraction import direct_output, operand_view
+from ..ir.contraction import roles as contract_roles
 from ..ir.expr import Call, Cast, Const, Expr, Idx, Load, Local, Select
 from ..ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ..ir.scalar import lookup
@@ -757,41 +759,6 @@ class BlasGemmTrace(KernelTrace):
         return addr, write, size
 
 
-def _direct_view(e: Expr, program: Program, first: Sequence[Axis], second: Sequence[Axis],
-                 batch: Sequence[Axis]) -> tuple[str, bool] | None:
-    """(buffer, transposed) when `e` is a plain load viewable as a [first, second] matrix per batch."""
-    if not isinstance(e, Load) or e.buf not in program.buffers or not all(isinstance(i, Idx) for i in e.index):
-        return None
-    names = [i.name for i in e.index]
-    b = [a.name for a in batch if a.name in names]
-    f, s = [a.name for a in first], [a.name for a in second]
-    if len(set(names)) != len(names) or sorted(names) != sorted(b + f + s) or names[:len(b)] != b:
-        return None
-    ext = {a.name: a.extent for a in (*batch, *first, *second)}
-    if tuple(ext[n] for n in names) != tuple(program.buffers[e.buf].shape):
-        return None
-    rest = names[len(b):]
-    if rest == f + s:
-        return e.buf, False
-    if rest == s + f:
-        return e.buf, True
-    return None
-
-
-def contract_roles(k: Kernel):
-    """(contract, batch axes, m axes, n axes) for a `[Contract, per-point epilogue]` kernel, else None."""
-    if not k.stages or not isinstance(k.stages[0], Contract):
-        return None
-    for s in k.stages[1:]:
-        if not isinstance(s, (Assign, Store)) or (isinstance(s, Store) and (s.axes or s.scope == "row")):
-            return None
-    c = k.stages[0]
-    nb, nm, nn = c.roles
-    if nb + nm + nn != len(k.outer) or not nm or not nn:
-        return None
-    return c, list(k.outer[:nb]), list(k.outer[nb:nb + nm]), list(k.outer[nb + nm:])
-
-
 def blas_trace(program: Program, kernel: Kernel, lay: Layout, *, cores: int, vec: int,
                data: Mapping[str, np.ndarray] | None = None) -> KernelTrace:
     """The cpu backend's BLAS path for a contraction kernel: packing passes, blocked GEMM, epilogue."""
@@ -804,7 +771,7 @@ def blas_trace(program: Program, kernel: Kernel, lay: Layout, *, cores: int, vec
     rhs_b = bool({a.name for a in batch} & _free(c.rhs))
 
     def operand(e: Expr, first, second, name: str, depends_on_batch: bool):
-        view = _direct_view(e, program, first, second, batch) if e.dtype == dt else None
+        view = operand_view(e, program.buffers, first, second, batch) if e.dtype == dt else None
         if view is not None:
             buf, tr = view
             R, C = _extent(first), _extent(second)
@@ -821,9 +788,9 @@ def blas_trace(program: Program, kernel: Kernel, lay: Layout, *, cores: int, vec
 
     A, a_step, pack_a = operand(c.lhs, m, c.axes, "_A", lhs_b)
     Bm, b_step, pack_b = operand(c.rhs, c.axes, n, "_B", rhs_b)
-    direct = _direct_out(kernel, c, program, batch)
-    if direct is not None:
-        cbuf, c_step = direct
+    cbuf = direct_output(kernel, c, program.buffers)
+    if cbuf is not None:
+        c_step = int(np.prod(program.buffers[cbuf].shape[len(batch):], dtype=np.int64)) * it
         Cm = _Matrix(lay.bases[cbuf], M, N, N * it, it, it)
         epi = None
     else:
@@ -869,9 +836,9 @@ def blas_regions(program: Program, kernel: Kernel) -> int:
     B = _extent(batch)
     out = 0
     for e, first, second in ((c.lhs, m, c.axes), (c.rhs, c.axes, n)):
-        if e.dtype != c.dtype or _direct_view(e, program, first, second, batch) is None:
+        if e.dtype != c.dtype or operand_view(e, program.buffers, first, second, batch) is None:
             out += B if {a.name for a in batch} & _free(e) else 1
-    if _direct_out(kernel, c, program, batch) is None:
+    if direct_output(kernel, c, program.buffers) is None:
         out += B
     return out
 
@@ -899,21 +866,6 @@ def _fix_batch(k: Kernel, batch, bi: int) -> Kernel:
     stages = [s.replace(lambda x: substitute(x, mapping)) for s in k.stages]
     return Kernel(k.name, k.kind, tuple(a for a in k.outer if a.name not in names), stages, dict(k.row_buffers),
                   dict(k.locals))
-
-
-def _direct_out(kernel: Kernel, c: Contract, program: Program, batch) -> tuple[str, int] | None:
-    st = kernel.stages[1:]
-    if len(st) != 1 or not isinstance(st[0], Store):
-        return None
-    s = st[0]
-    if not (isinstance(s.value, Local) and s.value.name == c.local):
-        return None
-    if tuple(s.index) != tuple(a.var for a in kernel.outer):
-        return None
-    if program.buffers[s.buf].dtype != c.dtype:
-        return None
-    M = int(np.prod(program.buffers[s.buf].shape[len(batch):], dtype=np.int64))
-    return s.buf, M * itemsize(c.dtype)
 
 
 def _epilogue_kernel(kernel: Kernel, c: Contract, batch, m, n, cbuf: str) -> Kernel:

@@ -14,10 +14,11 @@ from ...cache import digest, write_once
 from ...config import cache_dir, log, tool_versions
 from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
+from ...ir import contraction
 from ...ir.kernel import Kernel, Program
 from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
-from .codegen import ModuleWriter, _contract_roles, needs_collapse, storage_dtype
+from .codegen import ModuleWriter, needs_collapse, storage_dtype
 from .lowp import LOAD as LOWP
 
 CODEGEN_VERSION = "5"
@@ -118,7 +119,7 @@ class CpuBackend:
     def default_schedule(self, kernel: Kernel) -> Schedule:
         s = {"parallel": kernel_work(kernel) >= PARALLEL_MIN_WORK and bool(kernel.outer),
              "collapse": needs_collapse(kernel.outer, threads()) if kernel.outer else 1, "fast_math": True}
-        roles = _contract_roles(kernel) if kernel.kind == "contract" else None
+        roles = contraction.roles(kernel) if kernel.kind == "contract" else None
         if roles is not None:
             acc = kernel.stages[0].dtype
             s["impl"] = "blas" if acc in ("float32", "float64") else "loops"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...dtypes import is_float, is_int
+from ...ir import contraction
 from ...ir import expr as E
 from ...ir.expr import INDEX, Call, Cast, Expr, Idx, Load, Local
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
@@ -234,7 +235,7 @@ class ModuleWriter:
     # ---- kernels -------------------------------------------------------------------------------------
     def kernel(self, k: Kernel) -> str:
         sched = self.schedules.get(k.name, Schedule())
-        if k.kind == "contract" and _contract_roles(k) is not None and sched.get("impl", "blas") != "points":
+        if k.kind == "contract" and contraction.roles(k) is not None and sched.get("impl", "blas") != "points":
             return ContractWriter(self, k, sched).text()
         return self.pointwise(k, sched)
 
@@ -482,21 +483,6 @@ def _acc(e: Expr, dtype: str) -> Expr:
 
 # ---- contractions -------------------------------------------------------------------------------------
 
-def _contract_roles(k: Kernel):
-    """(contract stage, batch axes, m axes, n axes) when the kernel is a contraction followed only by
-    per-point epilogue stages; None otherwise."""
-    if not k.stages or not isinstance(k.stages[0], Contract):
-        return None
-    if any(not isinstance(s, (Assign, Store)) or (isinstance(s, Store) and (s.axes or s.scope == "row"))
-           for s in k.stages[1:]):
-        return None
-    c = k.stages[0]
-    nb, nm, nn = c.roles
-    if nb + nm + nn != len(k.outer) or not nm or not nn:
-        return None
-    return c, list(k.outer[:nb]), list(k.outer[nb:nb + nm]), list(k.outer[nb + nm:])
-
-
 def _prod(axes) -> int:
     return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
 
@@ -506,7 +492,7 @@ class ContractWriter:
 
     def __init__(self, w: ModuleWriter, k: Kernel, sched: Schedule):
         self.w, self.k, self.sched = w, k, sched
-        self.c, self.batch, self.m, self.n = _contract_roles(k)
+        self.c, self.batch, self.m, self.n = contraction.roles(k)
         self.kaxes = self.c.axes
 
     def text(self) -> str:
@@ -521,30 +507,17 @@ class ContractWriter:
 
     def _view(self, e: Expr, rows, cols) -> str | None:
         """A numpy view of a direct operand load as a [rows, cols] matrix (per batch), or None."""
-        if not isinstance(e, Load):
+        view = contraction.operand_view(e, self.w.program.buffers, rows, cols, self.batch)
+        if view is None:
             return None
-        buf = self.w.program.buffers.get(e.buf)
-        if buf is None or not all(isinstance(i, Idx) for i in e.index):
-            return None
-        names = [i.name for i in e.index]
-        b_names = [a.name for a in self.batch if a.name in names]
-        r_names, c_names = [a.name for a in rows], [a.name for a in cols]
-        if sorted(names) != sorted(b_names + r_names + c_names) or len(set(names)) != len(names):
-            return None
-        extents = {a.name: a.extent for a in (*self.batch, *rows, *cols)}
-        if tuple(extents[nm] for nm in names) != tuple(buf.shape):
-            return None
-        lead = ", ".join(names[:len(b_names)])
-        base = f"{e.buf}[{lead}]" if b_names else e.buf
-        if names[:len(b_names)] != b_names:
-            return None
-        rest = names[len(b_names):]
+        buf, transposed = view
+        lead = [i.name for i in e.index if i.name in {a.name for a in self.batch}]
+        base = f"{buf}[{', '.join(lead)}]" if lead else buf
         R, C = _prod(rows), _prod(cols)
-        if rest == r_names + c_names:
-            return f"{base}.reshape({R}, {C})" if len(rest) != 2 else base
-        if rest == c_names + r_names:
-            return (f"{base}.reshape({C}, {R}).T" if len(rest) != 2 else f"{base}.T")
-        return None
+        two_d = len(e.index) - len(lead) == 2
+        if transposed:
+            return f"{base}.T" if two_d else f"{base}.reshape({C}, {R}).T"
+        return base if two_d else f"{base}.reshape({R}, {C})"
 
     def _pack(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
         R = _prod(rows)
@@ -614,18 +587,10 @@ class ContractWriter:
 
     def _direct_out(self) -> str | None:
         """When the epilogue is a plain store of the accumulator, BLAS writes straight into the output."""
-        st = self.k.stages[1:]
-        if len(st) != 1 or not isinstance(st[0], Store):
+        buf = contraction.direct_output(self.k, self.c, self.w.program.buffers)
+        if buf is None:
             return None
-        s = st[0]
-        if not (isinstance(s.value, Local) and s.value.name == self.c.local):
-            return None
-        if tuple(s.index) != tuple(a.var for a in self.k.outer):
-            return None
-        buf = self.w.program.buffers[s.buf]
-        if buf.dtype != self.c.dtype:
-            return None
-        base = f"{s.buf}[{', '.join(a.name for a in self.batch)}]" if self.batch else s.buf
+        base = f"{buf}[{', '.join(a.name for a in self.batch)}]" if self.batch else buf
         M, N = _prod(self.m), _prod(self.n)
         return base if len(self.m) == 1 and len(self.n) == 1 else f"{base}.reshape({M}, {N})"
 
