@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import xbench as xb
 from xbench import Tensor
 
@@ -273,3 +275,48 @@ def _flash_attention_forward(query: Tensor, key: Tensor, value: Tensor, cum_seq_
     out, lse = _softmax_attention(q, k, v, scale, keep, bias)
     return out.permute(1, 0, 2), lse
 
+
+
+def _torch_flash_mla(torch, q, block_table, blocked_k, max_seqlen_pad, block_size, b, s_q, cache_seqlens, h_q,
+                     h_kv, d, dv, causal):
+    """FlagGems' reference (per-batch attention over the first cache_seqlens[i] cached tokens), reading the
+    pages through block_table."""
+    dt = q.dtype
+    qd = q.double() if dt in (torch.float16, torch.bfloat16) else q
+    flat = blocked_k.reshape(-1, h_kv, d).to(qd.dtype)
+    outs = []
+    for i in range(b):
+        n = int(cache_seqlens[i])
+        j = torch.arange(n)
+        loc = block_table[i].long()[j // block_size] * block_size + j % block_size
+        k = flat[loc].transpose(0, 1).repeat_interleave(h_q // h_kv, 0)              # [h_q, n, d]
+        v = k[..., :dv]
+        keep = torch.ones(s_q, n, dtype=torch.bool).tril(n - s_q) if causal else None
+        o, _ = _torch_math_attention(torch, qd[i].transpose(0, 1), k, v, None, keep, 1.0 / math.sqrt(d))
+        outs.append(o.transpose(0, 1))
+    return torch.stack(outs).to(dt)
+
+
+@register("attention", samples=S.flash_mla_cases, torch=_torch_flash_mla, grad=("q", "blocked_k"))
+def flash_mla(q: Tensor, block_table: Tensor, blocked_k: Tensor, max_seqlen_pad: int, block_size: int, b: int,
+              s_q: int, cache_seqlens: Tensor, h_q: int, h_kv: int, d: int, dv: int, causal: bool):
+    """Multi-head latent attention decode over a paged cache (FlagGems' flash_mla): q [b, s_q, h_q, d] attends
+    to the first cache_seqlens[i] tokens of its sequence, token j living in page block_table[i, j // block_size]
+    at offset j % block_size of blocked_k [pages, block_size, h_kv, d]; keys are the full d dims, values
+    their first dv. causal masks bottom-right (query i of s_q sees j <= seqlen - s_q + i). -> [b, s_q, h_q, dv]."""
+    if tuple(q.shape) != (b, s_q, h_q, d) or blocked_k.shape[-1] != d or blocked_k.shape[-2] != h_kv:
+        raise ValueError(f"flash_mla: q {tuple(q.shape)} / blocked_k {tuple(blocked_k.shape)} do not match "
+                         f"b={b}, s_q={s_q}, h_q={h_q}, h_kv={h_kv}, d={d}")
+    j = np.arange(max_seqlen_pad)
+    pages = block_table[:, j // block_size].astype("int64")                         # [b, J]
+    loc = pages * block_size + xb.asarray(j % block_size)
+    k = xb.gather(blocked_k.reshape(-1, h_kv, d), loc, axis=0)                       # [b, J, h_kv, d]
+    k = _repeat_heads(k.permute(0, 2, 1, 3), h_q, 1)                                 # [b, h_q, J, d]
+    v = k[..., :dv]
+    seqlen = cache_seqlens.astype("int64").reshape(b, 1, 1, 1)
+    jj = xb.iota((1, 1, s_q, max_seqlen_pad), 3)
+    keep = jj < seqlen
+    if causal:
+        keep = keep & (jj <= seqlen - s_q + xb.iota((1, 1, s_q, max_seqlen_pad), 2))
+    out, _ = _softmax_attention(q.permute(0, 2, 1, 3), k, v, 1.0 / math.sqrt(d), keep)
+    return out.permute(0, 2, 1, 3)
