@@ -1426,3 +1426,18 @@ def reshape_and_cache_cases(T, shapes, dtype):
     slots[1] = -1
     yield Sample((T((tokens, heads, d), "k"), T((tokens, heads, d), "v"), T((blocks, heads, d // x, bs, x), "kc"),
                   T((blocks, heads, d, bs), "vc"), slots), note=f"{tokens} tokens into {blocks}x{bs} slots")
+
+
+@custom
+def flash_mla_cases(T, shapes, dtype):
+    """flash_mla(q, block_table, blocked_k, max_seqlen_pad, block_size, b, s_q, cache_seqlens, h_q, h_kv, d, dv,
+    causal) over a shuffled page table."""
+    b, h_q, h_kv, d, dv, bs, pages_per = (2, 2, 1, 6, 4, 4, 3) if _tiny(shapes) else (2, 4, 2, 12, 8, 4, 4)
+    rng = shapes.rng("flash_mla")
+    table = rng.permutation(b * pages_per).reshape(b, pages_per).astype(np.int32)
+    k = T((b * pages_per, bs, h_kv, d), "k")
+    pad = pages_per * bs
+    lens = np.array([pad - 3, pad - 1], np.int32)
+    for s_q in (1, 2):
+        yield Sample((T((b, s_q, h_q, d), "q", s_q), table, k, pad, bs, b, s_q, lens, h_q, h_kv, d, dv, True),
+                     note=f"s_q={s_q}")
