@@ -20,8 +20,9 @@ from ...ir.expr import Call, Cast, Const, Expr, Idx, Load, Local, Select
 # storage type of each dtype in GM and UB
 CTYPE = {"float32": "float", "float16": "half", "bfloat16": "bfloat16_t", "int8": "int8_t", "uint8": "uint8_t",
          "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t"}
-# what scalar code computes a value of each dtype in
-SCALAR = {**CTYPE, "float16": "float", "bfloat16": "float", "bool": "bool"}
+# what scalar code computes a value of each dtype in (float64 only ever appears inside an expression: the
+# scalar unit computes it as double; no buffer of the ascend backend holds float64)
+SCALAR = {**CTYPE, "float16": "float", "bfloat16": "float", "bool": "bool", "float64": "double"}
 SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
         "bool": 1}
 
@@ -39,17 +40,17 @@ def ctype(dtype: str) -> str:
 
 def float_lit(v: float, dtype: str = "float32") -> str:
     """A float literal in the compute type (float); exact for float32 values."""
-    v = float(np.float32(v)) if dtype != "float64" else float(v)
+    wide = dtype == "float64"
+    v = float(v) if wide else float(np.float32(v))
     if np.isnan(v):
         return "XB_NAN"
     if np.isinf(v):
         return "XB_INF" if v > 0 else "(-XB_INF)"
-    s = repr(float(np.float32(v)))
+    s = repr(v)
     if "e" not in s and "." not in s:
         s += ".0"
-    if s.startswith("-"):
-        return f"({s}f)"
-    return s + "f"
+    suffix = "" if wide else "f"
+    return f"({s}{suffix})" if s.startswith("-") else s + suffix
 
 
 def lit(v, dtype: str) -> str:
