@@ -210,6 +210,8 @@ def test_record_published_to_the_registry(softmax_cell):
     assert list(rec["backends"]) == ["cpu", "cuda", "ascend"]
     cpu, cuda, ascend = (rec["backends"][b] for b in ("cpu", "cuda", "ascend"))
     assert cpu["status"] == "pass" and cpu["time_ms"] > 0 and cpu["predicted"] is False
+    # with --profile the profiler's measurement is the time (the cell does not time the backend twice)
+    assert cpu["time_ms"] == result.report["time_ms", "cpu"].value and result.backends["cpu"].timing is None
     assert 0 <= cpu["max_abs_error"] < 1e-13
     assert cuda["status"] == "pass" and cuda["predicted"] is True
     assert cuda["time_ms"] == result.report["predicted_time_ms", "cuda", "h100"].value > 0
@@ -264,3 +266,14 @@ def test_xbench_line_magic_sets_defaults_and_lists_operators(ip, magics):
 def test_magic_is_registered_by_load_ext(ip):
     assert isinstance(ip.magics_manager.registry["XbenchMagics"], XbenchMagics)
     assert ip.find_cell_magic("tensorop") is not None and ip.find_line_magic("xbench") is not None
+
+
+def test_last_result_gives_the_cell_report(softmax_cell):
+    from xbench.notebook import last_result
+
+    result = last_result("softmax")
+    assert result is softmax_cell.view.results[0]
+    assert result.report["flops"].value > 0
+    with pytest.raises(LookupError, match=r"no %%tensorop cell has compiled 'nope' in this session \(compiled: .*"
+                                          r"softmax"):
+        last_result("nope")

@@ -143,7 +143,9 @@ class BackendResult:
     artifact: Any = None
     max_abs_error: float | None = None
     tolerance: tuple[float, float] | None = None   # (rtol, atol) of the worst output
-    timing: Timing | None = None
+    timing: Timing | None = None           # this cell's own timing of Artifact.run (without --profile)
+    measured_ms: float | None = None       # the measured time: from `timing`, or the profile's time_ms
+    noisy: bool = False
     message: str | None = None            # why it failed, or a note (checked at smaller sizes)
     traceback: str | None = None
     checked_dims: dict[str, int] | None = None     # dims of the check when they differ from the compile's
@@ -154,7 +156,7 @@ class BackendResult:
 
     @property
     def time_ms(self) -> float | None:
-        return self.timing.median_ms if self.timing is not None else None
+        return self.measured_ms
 
     @property
     def registers(self) -> int | None:
@@ -234,6 +236,7 @@ def run_backend(op: Operator, inputs: Inputs, backend: str, dtype: str = "float3
         try:
             result.timing = bench(lambda: art.run(*arrays), warmup=1, samples=5, min_sample_s=0.005,
                                   max_total_s=0.3)
+            result.measured_ms, result.noisy = result.timing.median_ms, result.timing.noisy
         except Exception as exc:
             result.status, result.message, result.traceback = "error", _short(exc), _format_tb(exc)
     return result
@@ -269,7 +272,7 @@ class ProfileResult:
 
 def figure_png(fig: Any) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=72, metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
     try:
         import matplotlib.pyplot as plt
         plt.close(fig)
@@ -370,6 +373,16 @@ class OperatorResult:
         }
 
 
+def _measured_from(profile: ProfileResult, backend: str, result: BackendResult) -> None:
+    """Take the profile's measured time of `backend` when this cell did not time it."""
+    if profile.report is None or result.measured_ms is not None or result.status != "pass":
+        return
+    for m in profile.report.filter("time_ms", backend=backend, source="measured"):
+        if isinstance(m.value, (int, float)) and math.isfinite(m.value):
+            result.measured_ms, result.noisy = float(m.value), "noisy" in m.note
+            return
+
+
 def predicted_time(profile: ProfileResult | None, backend: str) -> tuple[float, str] | None:
     """(ms, target): the profile's predicted time of `backend` on the first target it was predicted for."""
     report = profile.report if profile is not None else None
@@ -418,11 +431,15 @@ def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str], None
         except Exception as exc:
             results[backend] = BackendResult(backend, "error", message=_short(exc), traceback=_format_tb(exc))
             continue
-        results[backend] = run_backend(op, inputs, backend, settings.dtype)
+        # with --profile the profiler times each backend (once is enough)
+        results[backend] = run_backend(op, inputs, backend, settings.dtype,
+                                       measure=not (settings.profile and profiler() is not None))
     profile = None
     if settings.profile:
         step("profile")
         ran = [b for b, r in results.items() if r.status == "pass"]
         profile = run_profile(op, inputs, ran, settings.targets)
+        for b, r in results.items():
+            _measured_from(profile, b, r)
     return OperatorResult(op, inputs, settings.dtype, graph.text(), program.text(), results, profile,
                           time.perf_counter() - t0)

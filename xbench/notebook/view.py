@@ -144,10 +144,10 @@ SUMMARY_HEADER = ("backend", "status", "max |error|", "rtol", "time of run()", "
 def summary_rows(result: OperatorResult) -> list[list[str]]:
     rows = []
     for name, r in result.backends.items():
-        if r.status == "pass" and r.timing is None and r.predicted:
+        if r.status == "pass" and r.measured_ms is None and r.predicted:
             time = "simulated (no time)"
         else:
-            time = fmt_time(r.time_ms) + (" (noisy)" if r.timing is not None and r.timing.noisy else "")
+            time = fmt_time(r.measured_ms) + (" (noisy)" if r.noisy else "")
         found = predicted_time(result.profile, name)
         predicted = f"{fmt_time(found[0])} ({found[1]})" if found else "—"
         rtol = f"{r.tolerance[0]:.1e}" if r.tolerance else "—"
