@@ -277,3 +277,20 @@ def test_last_result_gives_the_cell_report(softmax_cell):
     with pytest.raises(LookupError, match=r"no %%tensorop cell has compiled 'nope' in this session \(compiled: .*"
                                           r"softmax"):
         last_result("nope")
+
+
+def test_operators_before_a_failing_one_still_show_and_publish(ip):
+    ran = run_cell(ip, """\
+%%tensorop --backends cpu --sizes N=4
+def fine(x: Tensor[N]) -> Tensor[N]:
+    return x + 1
+
+def broken(x: Tensor[N]) -> Tensor[N]:
+    return x.reshape(3, -1)
+""")
+    assert isinstance(ran.error, CellError) and ran.error.line == 6
+    assert str(ran.error).startswith("xbench: cell line 6: operator broken: ")
+    view, collapsed = ran.io.outputs
+    assert view.data["text/plain"].startswith("fine(x: Tensor[N]) -> Tensor[N]  at N=4")
+    assert collapsed.data["text/plain"] == "(full traceback: %xbench --traceback)"
+    assert registry().names() == ["fine"]

@@ -153,6 +153,8 @@ class XbenchMagics(Magics):
             try:
                 result = runner.evaluate(op, settings)
             except Exception as exc:  # the user's own mistake, shown at their line
+                if results:           # what compiled before it still shows
+                    display(CellView(results, settings.show, notes))
                 raise self._fail(source.error(exc, f"operator {op.name}")) from None
             self.compiled[op.name] = result
             results.append(result)
