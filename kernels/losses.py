@@ -273,3 +273,77 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor = None, ignore_i
         n = loss.size if loss.ndim else 1
         return loss.sum() * (1.0 / n)
     return _reduce(loss, reduction)
+
+
+# ---- connectionist temporal classification --------------------------------------------------------------
+
+_NEG = float("-inf")
+
+
+def _logsumexp3(a, b, c):
+    """log(exp(a) + exp(b) + exp(c)) elementwise, -inf where all three are -inf (with clean gradients)."""
+    m = xb.maximum(xb.maximum(a, b), c)
+    finite = m != _NEG
+    m0 = xb.where(finite, m, 0.0)
+    s = xb.exp(a - m0) + xb.exp(b - m0) + xb.exp(c - m0)
+    return xb.where(finite, m0 + xb.log(xb.where(finite, s, 1.0)), _NEG)
+
+
+def _ctc_samples(dtype, shapes):
+    cases = [(12, 3, 5, 4, [12, 10, 9], [4, 2, 3]), (6, 2, 4, 3, [6, 6], [3, 1]), (8, 1, 3, 2, [8], [2])]
+    for t, n, c, s, il, tl in cases:
+        rng = shapes.rng("ctc", t, n, c)
+        logits = rng.standard_normal((t, n, c))
+        lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        targets = rng.integers(1, c, size=(n, s)).astype(np.int64)
+        yield Sample((lp.astype(tensor(shapes, dtype, (1,), "d").dtype), targets, np.array(il, np.int64),
+                      np.array(tl, np.int64)), note=f"T={t} N={n} C={c} S={s}")
+        yield Sample((lp.astype(tensor(shapes, dtype, (1,), "d").dtype), targets, np.array(il, np.int64),
+                      np.array(tl, np.int64)), {"reduction": "sum"}, note=f"T={t} N={n} sum")
+    rng = shapes.rng("ctc-rep")
+    lp = rng.standard_normal((7, 2, 4))
+    lp = lp - np.log(np.exp(lp).sum(-1, keepdims=True))
+    targets = np.array([[2, 2, 3], [1, 1, 1]], np.int64)             # repeated labels need blanks between
+    yield Sample((lp.astype(tensor(shapes, dtype, (1,), "d").dtype), targets, np.array([7, 5], np.int64),
+                  np.array([3, 3], np.int64)), {"reduction": "none"}, note="repeated labels, one impossible")
+    yield Sample((lp.astype(tensor(shapes, dtype, (1,), "d").dtype), targets, np.array([7, 5], np.int64),
+                  np.array([3, 3], np.int64)), {"reduction": "none", "zero_infinity": True},
+                 note="zero_infinity", grad=False)
+
+
+@register("loss", samples=_ctc_samples, torch=F + "ctc_loss", grad=("log_probs",), dtypes=("float32", "float64"),
+          notes="the forward recursion is unrolled over the T time steps (T is static); lengths are tensors",
+          torch_grad=False)
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Tensor, target_lengths: Tensor, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False):
+    """Connectionist temporal classification loss: -log of the total probability of every alignment of the
+    (padded) `targets` [N, S] with the log-probabilities `log_probs` [T, N, C], each sequence cut to its
+    input and target length. "mean" divides each loss by its target length, then averages."""
+    t_len, n, c = log_probs.shape
+    s = targets.shape[1]
+    width = 2 * s + 1
+    pos = xb.iota((n, width), 1)
+    label_at = (pos - 1) // 2
+    labels = xb.where(pos % 2 == 1, xb.take_along_axis(targets, xb.minimum(label_at, s - 1), axis=1), blank)
+    valid = pos < (2 * target_lengths + 1).unsqueeze(1)
+    # log-probability of each extended label at each time: [T, N, 2S+1]
+    emit = xb.take_along_axis(log_probs, xb.broadcast_to(labels.unsqueeze(0), (t_len, n, width)), axis=2)
+    prev2 = xb.concat([xb.full((n, 2), blank, labels.dtype), labels[:, :-2]], axis=1)
+    skip_ok = (labels != blank) & (labels != prev2) & (pos >= 2)
+    alpha = xb.where(valid & (pos < 2), emit[0], _NEG)
+    for t in range(1, t_len):
+        a1 = xb.concat([xb.full((n, 1), _NEG, alpha.dtype), alpha[:, :-1]], axis=1)
+        a2 = xb.concat([xb.full((n, 2), _NEG, alpha.dtype), alpha[:, :-2]], axis=1)
+        nxt = emit[t] + _logsumexp3(alpha, a1, xb.where(skip_ok, a2, _NEG))
+        nxt = xb.where(valid, nxt, _NEG)
+        alpha = xb.where((input_lengths > t).unsqueeze(1), nxt, alpha)
+    last = 2 * target_lengths
+    end1 = xb.take_along_axis(alpha, last.unsqueeze(1), axis=1)[:, 0]
+    end2 = xb.take_along_axis(alpha, xb.maximum(last - 1, 0).unsqueeze(1), axis=1)[:, 0]
+    end2 = xb.where(target_lengths > 0, end2, _NEG)
+    loss = -_logsumexp3(end1, end2, xb.full(end1.shape, _NEG, end1.dtype))
+    if zero_infinity:
+        loss = xb.where(loss == float("inf"), 0.0, loss)
+    if reduction == "mean":
+        return (loss / xb.maximum(target_lengths, 1).astype(loss.dtype)).mean()
+    return _reduce(loss, reduction)

@@ -44,6 +44,9 @@ def _coverage(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["coverage"]:            # its options go to the grid's own parser, untouched
+        return _coverage(argparse.Namespace(rest=argv[1:]))
     parser = argparse.ArgumentParser(prog="xbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="the quick-start story, printed in the terminal")

@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-grad", action="store_true", help="leave out the gradient check")
     p.add_argument("--out", help="also write the grid to FILE (.json, .csv, .md or .txt)")
     p.add_argument("--list", action="store_true", help="list the operators and their categories, then stop")
-    a = p.parse_args(argv)
+    argv = list(argv or [])
+    a = p.parse_args(argv[1:] if argv[:1] == ["--"] else argv)
     if a.list:
         for n in select_ops(_csv(a.ops), _csv(a.categories)):
             i = info(n)

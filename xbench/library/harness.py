@@ -440,7 +440,10 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
                                        f"xb.grad {an:.10g} (tolerance {tol:.2g})", err, err / tol)
                 worst, worst_ratio = max(worst, err), max(worst_ratio, err / tol)
         # torch.autograd
-        if inf.torch is not None and not isinstance(inf.torch, NoTorch):
+        if not inf.torch_grad:
+            acc.note("PyTorch's backward is not the derivative of its forward here: checked against finite "
+                     "differences only")
+        elif inf.torch is not None and not isinstance(inf.torch, NoTorch):
             try:
                 torch = _torch()
                 fn = torch_fn(inf)
@@ -499,11 +502,18 @@ def check(name: str, backend: str, dtype: str = "float32", shapes: ShapeSet | st
     if backend != "grad" and dtype not in inf.dtypes:
         return Cell(inf.name, backend, dtype, "unsupported",
                     reason=f"the operator takes {', '.join(inf.dtypes)}, not {dtype}")
-    if backend == "torch":
-        return check_torch(inf, dtype, shapes, limit)
-    if backend == "grad":
-        return check_grad(inf, shapes)
-    return check_backend(inf, backend, dtype, shapes, limit)
+    t0 = time.perf_counter()
+    try:
+        if backend == "torch":
+            return check_torch(inf, dtype, shapes, limit)
+        if backend == "grad":
+            return check_grad(inf, shapes)
+        return check_backend(inf, backend, dtype, shapes, limit)
+    except Exception as exc:         # a broken sample generator or harness bug: a failing cell, not a crash
+        return Cell(inf.name, backend, dtype, "fail", math.inf, math.inf,
+                    f"the check itself failed: {type(exc).__name__}: {_one_line(exc)}",
+                    seconds=round(time.perf_counter() - t0, 3),
+                    failed=[{"sample": "", "reason": f"{type(exc).__name__}: {_one_line(exc)}", "error": "inf"}])
 
 
 def signature_of(name: str) -> str:

@@ -16,7 +16,8 @@ Registering an operator
     def abs(input: Tensor):
         return xb.abs(input)
 
-`register(category, name=None, *, aliases=(), samples=None, torch=None, grad=(), dtypes=FLOATS, notes="")`
+`register(category, name=None, *, aliases=(), samples=None, torch=None, grad=(), dtypes=FLOATS, notes="",
+torch_grad=True)`
 
 - `category` -- one of the library's categories (see `docs/library.md`): "unary", "binary", "activation",
   "softmax", "reduction", "normalization", "blas", "convolution", "pooling", "resample", "padding",
@@ -41,6 +42,8 @@ Registering an operator
 - `dtypes` -- the input dtypes the operator takes, from `FLOATS`, `INTS`, `BOOL` (or any dtype names); the
   grid runs each of them on each backend.
 - `notes` -- one line shown by `info(name)` (deviations from PyTorch, limits).
+- `torch_grad` -- False where PyTorch's backward is not the true derivative of its forward (ctc_loss), so the
+  gradient is checked against finite differences only.
 
 `list(category=None)` / `categories()` / `info(name) -> OpInfo` / `get(name)` query the registry.
 """
@@ -157,6 +160,7 @@ class OpInfo:
     dtypes: tuple[str, ...] = FLOATS
     notes: str = ""
     module: str = ""
+    torch_grad: bool = True
 
     @property
     def doc(self) -> str:
@@ -192,7 +196,7 @@ _loaded = False
 def register(category: str, name: str | None = None, *, aliases: Iterable[str] = (),
              samples: Callable[[str, ShapeSet], Iterable[Sample]] | None = None,
              torch: str | Callable | NoTorch | None = None, grad: Iterable[str] | bool = (),
-             dtypes: Iterable[str] = FLOATS, notes: str = "") -> Callable:
+             dtypes: Iterable[str] = FLOATS, notes: str = "", torch_grad: bool = True) -> Callable:
     """Decorator for library operators: makes a tensor_op and lists it under `category` (and its aliases)."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown operator category {category!r}; use one of {', '.join(CATEGORIES)}")
@@ -203,7 +207,7 @@ def register(category: str, name: str | None = None, *, aliases: Iterable[str] =
         names = (key,) + tuple(aliases)
         info = OpInfo(key, op, category, tuple(aliases), samples, torch,
                       grad if isinstance(grad, bool) else tuple(grad), tuple(dtypes), notes,
-                      getattr(fn, "__module__", "") or "")
+                      getattr(fn, "__module__", "") or "", torch_grad)
         unknown = [a for a in info.grad_args() if a not in op.signature.parameters]
         if unknown:
             raise ValueError(f"{key}: grad names {unknown}, which are not parameters of {op.signature_text()}")
