@@ -294,3 +294,12 @@ def broken(x: Tensor[N]) -> Tensor[N]:
     assert view.data["text/plain"].startswith("fine(x: Tensor[N]) -> Tensor[N]  at N=4")
     assert collapsed.data["text/plain"] == "(full traceback: %xbench --traceback)"
     assert registry().names() == ["fine"]
+
+
+def test_figures_have_a_png_form(ip):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(2, 2))
+    fig.subplots().plot([0, 1], [1, 0])
+    data, _ = ip.display_formatter.format(fig)
+    assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"

@@ -12,6 +12,27 @@ def load_ipython_extension(ipython: Any) -> None:
 
     ipython.register_magics(XbenchMagics)
     comm.register(ipython)
+    _show_figures_as_png(ipython)
+
+
+def _figure_png(fig: Any) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _show_figures_as_png(ipython: Any) -> None:
+    """xb.roofline returns a matplotlib Figure made without pyplot, which IPython shows only as text until a
+    matplotlib backend registers a formatter; give Figures a PNG form unless one is registered already."""
+    formatter = getattr(getattr(ipython, "display_formatter", None), "formatters", {}).get("image/png")
+    if formatter is None:
+        return
+    known = any(getattr(t, "__module__", "") == "matplotlib.figure" and t.__name__ == "Figure"
+                for t in formatter.type_printers) or ("matplotlib.figure", "Figure") in formatter.deferred_printers
+    if not known:
+        formatter.for_type_by_name("matplotlib.figure", "Figure", _figure_png)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

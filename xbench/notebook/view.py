@@ -13,6 +13,7 @@ from typing import Any
 import ipywidgets as W
 
 from .runner import (
+    DEFAULT_SIZE,
     PROFILER_MISSING,
     BackendResult,
     OperatorResult,
@@ -405,7 +406,7 @@ def session_text(defaults: Any, records: list[dict[str, Any]]) -> tuple[str, str
     """(text, html) of `%xbench`: the session defaults and the operators compiled in this kernel."""
     backends = ", ".join(defaults.backends) if defaults.backends else \
         "every installed backend (" + ", ".join(installed_backends()) + ")"
-    sizes = fmt_dims(defaults.sizes) if defaults.sizes else "none (every dim 16)"
+    sizes = fmt_dims(defaults.sizes) if defaults.sizes else f"none (every dim {DEFAULT_SIZE})"
     settings = [["backends", backends], ["sizes", sizes], ["dtype", defaults.dtype],
                 ["targets", ", ".join(defaults.targets) if defaults.targets else "the profiler's default"],
                 ["profile", "on" if defaults.profile else "off"], ["show", defaults.show or "summary"]]
@@ -416,7 +417,8 @@ def session_text(defaults: Any, records: list[dict[str, Any]]) -> tuple[str, str
         for b in header[2:]:
             res = rec["backends"].get(b)
             row.append("" if res is None else STATUS_MARK[res["status"]]
-                       + (f" {fmt_time(res['time_ms'])}" if res["time_ms"] is not None else ""))
+                       + (f" {fmt_time(res['time_ms'])}" if res["time_ms"] is not None else "")
+                       + (" predicted" if res["time_ms"] is not None and res["predicted"] else ""))
         rows.append(row)
     text = "xbench session defaults\n" + _indent(_text_table(["setting", "value"], settings))
     text += "\ncompiled operators\n" + (_indent(_text_table(header, rows)) if rows else "  none yet")
