@@ -102,9 +102,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
 
 def _torch_flash_cpu(torch, query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False,
                      scale=None):
-    """ATen's CUDA flash kernel has a CPU twin with the same contract: (output, logsumexp)."""
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal,
-                                                                       scale=scale)
+    """ATen's CUDA flash kernel has a CPU twin with the same contract: (output, logsumexp). ATen marks the
+    logsumexp output non-differentiable; it is recomputed here with torch.logsumexp so that torch.autograd
+    differentiates it as xbench does."""
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal,
+                                                                          scale=scale)
+    q, k = (t.to(lse.dtype) for t in (query, key))
+    s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(query.shape[-1]) if scale is None else scale)
+    if is_causal:
+        keep = torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    return out, torch.logsumexp(s, -1)
 
 
 @register("attention", samples=S.flash_sdpa_cases, torch=_torch_flash_cpu, grad=("query", "key", "value"))
