@@ -106,7 +106,7 @@ def test_operator_float16(name):
 
 
 def test_gelu_matches_an_independent_oracle_and_runs_on_the_vector_unit_only():
-    x = arr(64, 100, scale=3)
+    x = arr(37, 19, scale=3)                      # the shape of the float32 case: the same artifact
     art = ops.gelu.compile("ascend", x)
     (y,) = art.run(x)
     np.testing.assert_allclose(y, 0.5 * x * (1 + erf(x.astype(np.float64) / math.sqrt(2))), rtol=1e-5, atol=1e-6)
@@ -128,7 +128,7 @@ def test_conv2d_variants_pack_windows_for_the_cube(stride, padding, dilation):
 
 
 def test_causal_mask_is_a_vector_select_on_an_index_ramp():
-    q = arr(1, 2, 40, 16)
+    q = arr(2, 3, 17, 8)                          # the shape of the float32 case: the same artifact
     art = verify(ops.scaled_dot_product_attention, q, q, q, is_causal=True)
     rows = [i for i, ln in enumerate(art.resources["launches"]) if ln["form"] == "row"]
     assert rows and all(art.resources["launches"][i]["scalar_path"] == [] for i in rows)
