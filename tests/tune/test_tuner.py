@@ -1,6 +1,5 @@
 """The auto-tuner: search, verification of candidates, pruning, the database, resume, automatic use."""
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -39,7 +38,7 @@ class ToyBackend:
     def default_schedule(self, kernel):
         return Schedule(tile=8, unroll=1, broken=False)
 
-    def check(self, kernel, schedule):
+    def check(self, program, kernel, schedule):
         return "tile exceeds 64 KiB of scratch" if schedule["tile"] > 64 else None
 
     def compile(self, program, schedules, **options):

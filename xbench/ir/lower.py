@@ -20,9 +20,9 @@ import numpy as np
 
 from ..config import log
 from . import expr as E
-from .expr import Expr, Idx, Load, Local
+from .expr import Call, Expr, Idx, Load, Local
 from .graph import Eqn, Graph, Var
-from .kernel import Assign, Axis, Buffer, Contract, Kernel, Program, Reduce, Scan, Store
+from .kernel import Assign, Axis, Buffer, Contract, Kernel, Program, Reduce, Scan, Store, locals_used
 from .prims import REGISTRY
 from .scalar import BINARY, UNARY
 
@@ -185,6 +185,18 @@ def _split(k: Kernel, at: int) -> Kernel | None:
     return dc_replace(k, outer=k.outer[:at], stages=[Store(s.buf, k.outer[at:], s.index, s.value, s.scope)])
 
 
+def _unsplit(k: Kernel) -> Kernel | None:
+    """The inverse of `_split`: per-point Assigns then one Store over its own axes become a kernel whose outer
+    axes include the store's (the Assigns, cheap loads, are then evaluated per point)."""
+    *pre, last = k.stages
+    if not isinstance(last, Store) or not last.axes or last.scope != "global":
+        return None
+    if any(not isinstance(s, Assign) or any(isinstance(n, Call) and n.dtype != E.INDEX for n in s.value.walk())
+           for s in pre):
+        return None
+    return dc_replace(k, outer=k.outer + last.axes, stages=[*pre, Store(last.buf, (), last.index, last.value)])
+
+
 def _final_store(k: Kernel) -> Store | None:
     """The single global store of a kernel that writes its buffer at (outer vars + its own axes)."""
     globals_ = [s for s in k.stages if not isinstance(s, (Reduce, Contract, Assign))
@@ -211,6 +223,8 @@ def _try_merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
         return None
     if _kind(c) not in ("elementwise", "reduce", "row", "contract", "scan"):
         return None
+    if _kind(p) == "contract" and len(c.outer) < len(p.outer):
+        c = _unsplit(c) or c          # an epilogue written per row: give it back its point-wise form
     for k in range(min(len(p.outer), len(c.outer) or len(p.outer)), 0, -1):
         p2, c2 = _split(p, k), _split(c, k)
         if p2 is None or c2 is None:
@@ -230,7 +244,6 @@ def _merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
     if store is None:
         return None
     k = len(c.outer)
-    outer_vars = tuple(a.var for a in c.outer)
     extents = _axis_extents(c)
     row_extents = tuple(a.extent for a in store.axes)
     if row_extents and int(np.prod(row_extents)) > ROW_BUFFER_LIMIT:
@@ -243,7 +256,7 @@ def _merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
                     continue
                 if isinstance(s, Contract):
                     return None
-                if tuple(ld.index[:k]) != outer_vars:
+                if not _at_point(ld.index[:k], c.outer):
                     return None
                 rest = ld.index[k:]
                 if len(rest) != len(row_extents):
@@ -277,6 +290,12 @@ def _merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
     return merged
 
 
+def _at_point(index, axes: tuple[Axis, ...]) -> bool:
+    """Does `index` address the current point of `axes`? (An axis of extent 1 may be indexed by 0.)"""
+    return len(index) == len(axes) and all(
+        i == a.var or (a.extent == 1 and isinstance(i, E.Const) and i.value == 0) for i, a in zip(index, axes))
+
+
 def _absorb(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
     """Append reduction kernel `c` to `p` when `c` reads `p`'s output on `p`'s rows (a sibling output computed
     while the row is in cache: softmax's sum next to its exponentials)."""
@@ -291,7 +310,6 @@ def _absorb(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
     if set(c.reads()) & written_between:
         return None
     k = len(c.outer)
-    outer_vars = tuple(a.var for a in c.outer)
     extents = _axis_extents(c)
     reads_p = False
     for s in c.stages:
@@ -300,7 +318,7 @@ def _absorb(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
                 if ld.buf != store.buf:
                     continue
                 reads_p = True
-                if tuple(ld.index[:k]) != outer_vars or len(ld.index) != k + len(store.axes):
+                if not _at_point(ld.index[:k], c.outer) or len(ld.index) != k + len(store.axes):
                     return None
                 for r, a in zip(ld.index[k:], store.axes):
                     if not isinstance(r, Idx) or extents.get(r.name) != a.extent:
@@ -321,11 +339,11 @@ def fuse(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) 
     while changed:
         changed = _fuse_vertical(kernels, buffers, outputs)
         if not changed:
-            changed = _fuse_siblings(kernels)
+            changed = _fuse_siblings(kernels, buffers)
     return kernels
 
 
-def _fuse_siblings(kernels: list[Kernel]) -> bool:
+def _fuse_siblings(kernels: list[Kernel], buffers: dict[str, Buffer]) -> bool:
     for i, p in enumerate(kernels):
         writes = p.writes()
         if len(writes) != 1:
@@ -334,12 +352,60 @@ def _fuse_siblings(kernels: list[Kernel]) -> bool:
             c = kernels[j]
             if writes[0] not in c.reads():
                 continue
-            merged = _absorb(p, c, kernels[i + 1:j])
+            between = kernels[i + 1:j]
+            merged = _absorb(p, c, between)
             if merged is not None:
                 kernels[i] = merged
                 del kernels[j]
                 return True
+            # `c` also reads something computed in between: move only its leading reductions over p's rows
+            split = _split_head(c, {b for k in between for b in k.writes()}, buffers)
+            if split is not None:
+                head, tail, new = split
+                merged = _absorb(p, head, between)
+                if merged is not None:
+                    buffers.update(new)
+                    kernels[i] = merged
+                    kernels[j] = tail
+                    return True
     return False
+
+
+def _split_head(c: Kernel, blocked: set[str], buffers: dict[str, Buffer]):
+    """(head, tail, new buffers): `c`'s leading Reduce/Assign stages that read none of `blocked`, writing the
+    values the rest uses to new per-point buffers, and the rest of `c` reading them back."""
+    n = 0
+    for s in c.stages:
+        if not isinstance(s, (Reduce, Assign)) or any(ld.buf in blocked for e in s.exprs() for ld in E.loads(e)):
+            break
+        n += 1
+    if n == 0 or n == len(c.stages):
+        return None
+    head_stages, rest = c.stages[:n], c.stages[n:]
+    used = {name for s in rest for e in s.exprs() for name in locals_used(e)}
+    shape = tuple(a.extent for a in c.outer)
+    point = tuple(a.var for a in c.outer)
+    new: dict[str, Buffer] = {}
+    stores, loads = [], []
+    for s in head_stages:
+        for local, dtype in _defined(s):
+            if local in used:
+                name = f"{local}_out"
+                new[name] = Buffer(name, shape, dtype, "temp")
+                stores.append(Store(name, (), point, Local(local, dtype)))
+                loads.append(Assign(local, Load(name, point, dtype)))
+    if not new:
+        return None
+    head = Kernel(c.name + "_head", "reduce", c.outer, list(head_stages) + stores, {}, dict(c.locals), list(c.origin))
+    tail = Kernel(c.name, c.kind, c.outer, loads + list(rest), dict(c.row_buffers), dict(c.locals), list(c.origin))
+    return head, tail, new
+
+
+def _defined(s) -> list[tuple[str, str]]:
+    if isinstance(s, Reduce):
+        out = [(s.local, s.dtype)]
+        return out + [(s.index_local, "int64")] if s.index_local else out
+    return [(s.local, s.value.dtype)]
 
 
 def _fuse_vertical(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) -> bool:

@@ -5,7 +5,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.kernel import Kernel
+from ..ir.kernel import Kernel, Program
 from ..ir.schedule import Knob, Schedule
 
 
@@ -22,9 +22,10 @@ class Space:
         return len(self.configs)
 
 
-def build(backend, kernel: Kernel, restrict: dict[str, tuple] | None = None) -> Space:
+def build(backend, program: Program, kernel: Kernel, restrict: dict[str, tuple] | None = None) -> Space:
     """Every combination of the kernel's knob choices (optionally restricted), default first; combinations
-    the backend rules out (`backend.check(kernel, schedule) -> reason | None`) are set aside with the reason."""
+    the backend rules out without compiling (`backend.check(program, kernel, schedule) -> reason | None`: shared
+    memory, threads per block, registers, Unified Buffer) are set aside with the reason."""
     knobs = backend.knobs(kernel)
     default = backend.default_schedule(kernel)
     restrict = restrict or {}
@@ -39,7 +40,7 @@ def build(backend, kernel: Kernel, restrict: dict[str, tuple] | None = None) -> 
             continue
         seen.add(combo)
         config = dict(zip(names, combo))
-        reason = check(kernel, Schedule(config)) if check else None
+        reason = check(program, kernel, Schedule(config)) if check else None
         if reason:
             space.pruned.append((config, reason))
         else:

@@ -207,6 +207,7 @@ class _Run:
     progress: bool
     seed: int
     pool: Any
+    program: Any
 
 
 def tune(op, *args, backend: str = "cpu", budget: int = 32, strategy: str = "auto", target: str | None = None,
@@ -231,7 +232,7 @@ def tune(op, *args, backend: str = "cpu", budget: int = 32, strategy: str = "aut
                target or default_target(backend),
                arrays, reference_outputs(program.graph, arrays), not _measurable(backend, default_art),
                {k.name: dict(be.default_schedule(k)) for k in program.kernels}, budget, strategy, top, resume,
-               progress, seed, _pool(be, workers))
+               progress, seed, _pool(be, workers), program)
     results = []
     try:
         for k in program.kernels:
@@ -246,7 +247,7 @@ def tune(op, *args, backend: str = "cpu", budget: int = 32, strategy: str = "aut
 
 def _tune_kernel(run: _Run, k, restrict) -> KernelResult:
     db = tuning_db()
-    sp = S.build(run.be, k, restrict)
+    sp = S.build(run.be, run.program, k, restrict)
     key = kernel_key(k, run.backend, run.target)
     known = db.measured(key) if run.resume else {}
     strat = run.strategy if run.strategy != "auto" else ("exhaustive" if sp.size <= run.budget else "guided")

@@ -135,6 +135,20 @@ class CudaBackend:
     def default_schedule(self, kernel: Kernel) -> Schedule:
         return _default_schedule(kernel)
 
+    def check(self, program: Program, kernel: Kernel, schedule: Schedule, cc: Any = None) -> str | None:
+        """Why `schedule` cannot run `kernel` on `cc` (threads or shared memory per block over the limit), without
+        compiling anything; None when it can. The tuner prunes with it."""
+        key_cc = device.normalize_cc(cc) if cc is not None else (device.device_cc() or device.DEFAULT_CC)
+        limits, _ = device_limits(key_cc)
+        one = Program(program.name, program.buffers, program.inputs, program.outputs, [kernel], graph=program.graph)
+        writer = ModuleWriter(one, {kernel.name: schedule}, limits.shared_mem_per_block_bytes)
+        try:
+            writer.build()
+        except BackendError as exc:
+            return exc.message
+        over = [ln for ln in writer.launches if ln.threads > limits.max_threads_per_block]
+        return f"{over[0].threads} threads per block exceed {limits.max_threads_per_block}" if over else None
+
     def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, *, cc: Any = None,
                 ptx: bool = True, **options) -> CudaArtifact:
         """Generate, write and (with `ptx=True`) assemble the kernels of `program` for `cc` (default: the GPU's
