@@ -140,6 +140,11 @@ class Operator:
         return self._last.graph.text()
 
     @property
+    def params(self) -> dict[str, TensorSpec | None]:
+        """Each parameter's annotation: a TensorSpec for tensor parameters, None for static ones."""
+        return dict(self._specs)
+
+    @property
     def specializations(self) -> list[Specialization]:
         return list(self._cache.values())
 

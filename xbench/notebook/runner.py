@@ -57,7 +57,7 @@ class Settings:
 # ---- inputs from annotations ------------------------------------------------------------------------------------
 
 def _specs(op: Operator) -> dict[str, Any]:
-    return dict(op._specs)
+    return op.params
 
 
 @dataclass
