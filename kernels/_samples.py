@@ -845,7 +845,8 @@ def embedding_backward_cases(T, shapes, dtype):
     g = T((4, 5, dim), "g")
     yield Sample((g, idx, vocab, -1, False), note="plain")
     yield Sample((g, idx, vocab, int(idx[0, 0]), False), note="padding_idx")
-    yield Sample((g, idx, vocab, -1, True), note="scale_grad_by_freq")
+    # PyTorch's double backward of this operator ignores scale_grad_by_freq, so torch.autograd is no oracle here
+    yield Sample((g, idx, vocab, -1, True), note="scale_grad_by_freq", grad=False)
 
 
 @custom
