@@ -1464,8 +1464,8 @@ class ProgramWriter:
             return [lambda entry: MatmulKernel(self, k, sched, entry).generate_all()]
         if k.kind == "row":
             return [row_auto]
-        if k.kind == "elementwise":
-            return [tile]
+        if k.kind == "elementwise":   # with row scratch (stores that loop) it is a row kernel in all but name
+            return [tile, row_auto]
         if k.kind == "reduce":
             order = [tile, row_auto] if prefer_tiles(k, self) else [row_auto, tile]
             return order
