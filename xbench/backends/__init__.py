@@ -3,10 +3,13 @@
 Each entry point names an object with this small interface:
 
     name: str
+    default_target: str                      # the hardware its times are for ("cpu-local", "h100", ...)
     available() -> (bool, reason)            # may the backend compile and run here?
     knobs(kernel) -> dict[str, Knob]         # the schedule knobs it reads for a kernel
     default_schedule(kernel) -> Schedule
     compile(program, schedules, **options) -> Artifact
+    check(program, kernel, schedule) -> str | None   # optional: why a schedule cannot run, without compiling
+    prepare(program, schedules) -> job       # optional: write sources so `warm(job)` can compile elsewhere
 
 An `Artifact` is what a compile returns: `.source` (the text users read), `.resources` (what the toolchain
 reports), `.kernels` (per-kernel source/resources/schedule) and `.run(*arrays) -> list[np.ndarray]`.
@@ -30,6 +33,7 @@ _loaded: dict[str, Any] = {}
 
 class Backend(Protocol):
     name: str
+    default_target: str
 
     def available(self) -> tuple[bool, str]: ...
 
@@ -37,7 +41,7 @@ class Backend(Protocol):
 
     def default_schedule(self, kernel: Kernel) -> Schedule: ...
 
-    def compile(self, program: Program, schedules: dict[str, Schedule], **options) -> "Artifact": ...
+    def compile(self, program: Program, schedules: dict[str, Schedule], **options) -> Artifact: ...
 
 
 @dataclass

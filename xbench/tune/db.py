@@ -29,13 +29,10 @@ CREATE TABLE IF NOT EXISTS best (
 """
 
 
-_DEFAULT_TARGETS = {"cpu": "cpu-local", "cuda": "h100", "ascend": "ascend-910b"}
-
-
 def default_target(backend: str) -> str:
-    """The hardware a backend's tuning results are for unless told otherwise."""
+    """The hardware a backend's tuning results are for unless told otherwise (its `default_target`)."""
     from ..backends import get
-    return getattr(get(backend), "default_target", None) or _DEFAULT_TARGETS.get(backend, backend)
+    return getattr(get(backend), "default_target", None) or backend
 
 
 def kernel_key(kernel, backend: str, target: str) -> str:

@@ -151,6 +151,7 @@ def _counters(info: LaunchInfo, res: twin.LaunchResult) -> dict[str, Any]:
 
 class AscendBackend:
     name = "ascend"
+    default_target = TARGET
 
     def available(self) -> tuple[bool, str]:
         import shutil
@@ -179,6 +180,21 @@ class AscendBackend:
         if kernel.kind in ("row", "reduce"):
             s["row_mode"] = "auto"
         return Schedule(s)
+
+    def check(self, program: Program, kernel: Kernel, schedule: Schedule, target: str = TARGET) -> str | None:
+        """Why `schedule` cannot run `kernel` (a Unified Buffer or L1/L0 plan that cannot fit even shrunk), found
+        by planning and writing the kernel without building it; None when it can. The tuner prunes with it."""
+        if schedule.get("buffer_num", 2) not in (1, 2):
+            return f"buffer_num must be 1 or 2, got {schedule.get('buffer_num')!r}"
+        npu = target_spec(target)
+        one = Program(program.name, program.buffers, program.inputs, program.outputs, [kernel], graph=program.graph)
+        try:
+            ProgramWriter(one, {kernel.name: schedule}, ub_bytes=npu.ub_bytes, vector_cores=npu.vector_cores,
+                          cube_cores=npu.cube_cores, l1_bytes=npu.l1_bytes, l0a_bytes=npu.l0a_bytes,
+                          l0b_bytes=npu.l0b_bytes, l0c_bytes=npu.l0c_bytes).write()
+        except BackendError as exc:
+            return exc.message
+        return None
 
     def compile(self, program: Program, schedules: dict[str, Schedule] | None = None,
                 target: str = TARGET, **options) -> AscendArtifact:

@@ -88,6 +88,7 @@ class CpuArtifact(Artifact):
 
 class CpuBackend:
     name = "cpu"
+    default_target = "cpu-local"
 
     def available(self) -> tuple[bool, str]:
         try:

@@ -122,6 +122,7 @@ class CudaArtifact(Artifact):
 
 class CudaBackend:
     name = "cuda"
+    default_target = "h100"
 
     def available(self) -> tuple[bool, str]:
         if importlib.util.find_spec("numba_cuda") is None and importlib.util.find_spec("numba.cuda") is None:
