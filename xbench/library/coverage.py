@@ -15,9 +15,11 @@ import argparse
 import csv
 import io
 import json
+import multiprocessing
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 from ..cache import atomic_write
@@ -206,11 +208,14 @@ def select_ops(ops: Iterable[str] | None = None, categories: Iterable[str] | Non
 
 def run(ops: Iterable[str] | None = None, categories: Iterable[str] | None = None,
         backends: Sequence[str] | None = None, dtypes: Iterable[str] | None = None,
-        shapes: str | ShapeSet = "full", slow_shapes: str | ShapeSet = "tiny", limit: int | None = None,
-        slow_limit: int | None = None,
-        torch: bool = True, grad: bool = True, progress: bool = True, save: bool = True) -> Grid:
+        shapes: str | ShapeSet = "full", slow_shapes: str | ShapeSet = "tiny",
+        limit: int | dict[str, int] | None = None, slow_limit: int | None = None,
+        torch: bool = True, grad: bool = True, progress: bool = True, save: bool = True,
+        workers: int = 1) -> Grid:
     """Run the grid. `shapes`: the shape set for reference/cpu; `slow_shapes`: for cuda and ascend;
-    `limit` / `slow_limit`: at most that many samples per cell."""
+    `limit` / `slow_limit`: at most that many samples per cell (spread over the set; `limit` may be a dict
+    by column, e.g. {"cpu": 2} keeps every sample on the reference and PyTorch columns); `workers`: processes
+    that check operators side by side (compiling is the cost, so this scales with cores)."""
     t0 = time.perf_counter()
     names = select_ops(ops, categories)
     cols = list(backends) if backends else default_backends()
@@ -222,18 +227,37 @@ def run(ops: Iterable[str] | None = None, categories: Iterable[str] | None = Non
     sets = {b: (slow_shapes if b in SLOW_BACKENDS else shapes) for b in cols}
     sets = {b: SHAPES[v] if isinstance(v, str) else v for b, v in sets.items()}
     shape_of = {b: v.name for b, v in sets.items()}
-    limit_of = {b: (slow_limit if b in SLOW_BACKENDS else limit) for b in cols}
-    todo = list(iter_cells(names, cols, set(dtypes) if dtypes else None, shape_of))
-    cells = []
-    for i, (name, backend, dtype) in enumerate(todo):
-        c = check(name, backend, dtype, sets[backend], limit_of[backend])
-        cells.append(c)
-        if progress:
-            print(f"[{i + 1}/{len(todo)}] {name} {backend} {dtype}: {c.short()[:100]} ({c.seconds:.1f} s)",
-                  file=sys.stderr, flush=True)
+    limit_of = {b: slow_limit if b in SLOW_BACKENDS else limit.get(b) if isinstance(limit, dict) else limit
+                for b in cols}
+    want = set(dtypes) if dtypes else None
+    total = sum(1 for _ in iter_cells(names, cols, want, shape_of))
+    by_op: dict[str, list[Cell]] = {}
+    done = 0
+
+    def report(cells: list[Cell]) -> None:
+        nonlocal done
+        for c in cells:
+            done += 1
+            if progress:
+                print(f"[{done}/{total}] {c.op} {c.backend} {c.dtype}: {c.short()[:100]} ({c.seconds:.1f} s)",
+                      file=sys.stderr, flush=True)
+
+    if workers > 1 and len(names) > 1:
+        ctx = multiprocessing.get_context("spawn")     # numba and torch do not survive a fork
+        with ProcessPoolExecutor(min(workers, len(names)), mp_context=ctx) as pool:
+            futures = {pool.submit(_op_cells, n, cols, want, sets, limit_of): n for n in names}
+            for f in as_completed(futures):
+                by_op[futures[f]] = f.result()
+                report(by_op[futures[f]])
+    else:
+        for n in names:
+            by_op[n] = _op_cells(n, cols, want, sets, limit_of)
+            report(by_op[n])
+    cells = [c for n in names for c in by_op[n]]
     from ..ops import LOAD_ERRORS
     grid = Grid(cells, cols, shape_of, time.perf_counter() - t0,
-                {"ops": len(names), "limit": limit, "slow_limit": slow_limit}, dict(LOAD_ERRORS))
+                {"ops": len(names), "limit": limit, "slow_limit": slow_limit, "workers": workers},
+                dict(LOAD_ERRORS))
     if save:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         path = cache_dir("coverage") / f"grid-{stamp}.json"
@@ -241,6 +265,13 @@ def run(ops: Iterable[str] | None = None, categories: Iterable[str] | None = Non
         atomic_write(cache_dir("coverage") / "latest.json", grid.to_json())
         grid.meta["saved"] = str(path)
     return grid
+
+
+def _op_cells(name: str, cols: list[str], dtypes: set[str] | None, sets: dict[str, ShapeSet],
+              limit_of: dict[str, int | None]) -> list[Cell]:
+    """Every cell of one operator's row (the unit of work of a worker)."""
+    return [check(n, backend, dtype, sets[backend], limit_of[backend])
+            for n, backend, dtype in iter_cells([name], cols, dtypes, {b: v.name for b, v in sets.items()})]
 
 
 def coverage(ops: Iterable[str] | None = None, categories: Iterable[str] | None = None,
@@ -270,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slow-limit", type=int, help="at most this many samples per cell on cuda and ascend")
     p.add_argument("--no-torch", action="store_true", help="leave out the PyTorch cross-check")
     p.add_argument("--no-grad", action="store_true", help="leave out the gradient check")
+    p.add_argument("--workers", type=int, default=1, help="check operators in this many processes")
     p.add_argument("--out", help="also write the grid to FILE (.json, .csv, .md or .txt)")
     p.add_argument("--list", action="store_true", help="list the operators and their categories, then stop")
     argv = list(argv or [])
@@ -282,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     grid = run(_csv(a.ops), _csv(a.categories), _csv(a.backends), _csv(a.dtypes),
                "quick" if a.quick else a.shapes, a.slow_shapes, a.limit, a.slow_limit,
-               torch=not a.no_torch, grad=not a.no_grad)
+               torch=not a.no_torch, grad=not a.no_grad, workers=a.workers)
     print(grid.text())
     print(f"saved {grid.meta.get('saved')}", file=sys.stderr)
     if a.out:

@@ -79,15 +79,16 @@ def _shapes(shapes: ShapeSet | str) -> ShapeSet:
 
 
 def samples_of(inf: OpInfo, dtype: str, shapes: ShapeSet | str, limit: int | None = None) -> list[Sample]:
-    """The operator's samples for `dtype` (at most `limit`, taken in order: deterministic)."""
+    """The operator's samples for `dtype`; with `limit`, that many spread evenly over the list (first and
+    last included, so a short run still sees the plain shapes and the special-value and strided samples)."""
     if inf.samples is None:
         return []
-    out = []
-    for s in inf.samples(dtype, _shapes(shapes)):
-        out.append(s)
-        if limit is not None and len(out) >= limit:
-            break
-    return out
+    out = list(inf.samples(dtype, _shapes(shapes)))
+    if limit is None or len(out) <= limit:
+        return out
+    if limit <= 1:
+        return out[:max(limit, 0)]
+    return [out[round(i * (len(out) - 1) / (limit - 1))] for i in range(limit)]
 
 
 class _Acc:
@@ -202,7 +203,7 @@ def _to_torch(x, float64: bool):
         if D.is_float(dt) and float64:
             return torch.from_numpy(np.array(x, dtype=np.float64, order="C"))
         if dt == "bfloat16":
-            return torch.from_numpy(np.array(x, dtype=np.float32, order="C")).to(torch.bfloat16)
+            return torch.from_numpy(np.array(x, order="C").view(np.int16)).view(torch.bfloat16)   # bit-exact
         return torch.from_numpy(np.array(x, order="C"))
     if isinstance(x, (list, tuple)) and any(isinstance(e, np.ndarray) for e in x):
         return type(x)(_to_torch(e, float64) for e in x)
@@ -463,7 +464,7 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
                 tg = None
             if tg is not None:
                 for nm, t in zip(wrt, tg):
-                    theirs = np.zeros_like(grads[nm]) if t is None else t.detach().numpy()
+                    theirs = np.zeros_like(grads[nm]) if t is None else t.detach().numpy(force=True)
                     c = compare(np.asarray(grads[nm], np.float64), theirs, "float64",
                                 max(1, sum(np.asarray(o).size for o in outs)), "reduction")
                     if not c.ok:

@@ -81,7 +81,7 @@ class CpuArtifact(Artifact):
             a = np.asarray(a)
             if a.dtype != want:
                 a = a.astype(want)
-            a = np.ascontiguousarray(a)
+            a = np.require(a, requirements="C")   # keeps 0-d arrays 0-d
             args.append(a.view(np.uint16) if dtype in LOWP else a)
         return args
 
@@ -158,7 +158,7 @@ class CpuBackend:
         for k in program.kernels:
             infos.append(KernelInfo(k.name, k.kind, _function_source(source, k.name), schedules[k.name],
                                     {"parallel": bool(schedules[k.name].get("parallel")), "work": kernel_work(k)}))
-        consts = tuple(np.ascontiguousarray(np.asarray(b.value).astype(to_numpy(b.dtype))).view(storage_dtype(b.dtype))
+        consts = tuple(np.require(np.asarray(b.value).astype(to_numpy(b.dtype)), requirements="C").view(storage_dtype(b.dtype))
                        for b in program.buffers.values() if b.role == "const")
         art = CpuArtifact(self.name, program, source, infos,
                           {"file": str(path), "numba": tool_versions()["numba"], "threads": threads(),

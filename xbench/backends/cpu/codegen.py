@@ -54,6 +54,15 @@ def _xb_maximum(a, b):
 @numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
 def _xb_minimum(a, b):
     return a if a < b or a != a else b
+
+
+# under fast math LLVM computes 1/sqrt as an estimate that is NaN at +-0 and inf: those two are selected
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_rsqrt(x):
+    s = math.sqrt(x)
+    if s == 0.0:
+        return math.copysign(math.inf, x)
+    return 0.0 if s == math.inf else 1.0 / s
 '''
 
 
@@ -107,7 +116,8 @@ class ModuleWriter:
         if fn == "reciprocal":
             return f"({self.emitter.const(1.0, dtype)} / {args[0]})"
         if fn == "rsqrt":
-            return f"({self.emitter.const(1.0, dtype)} / math.sqrt({args[0]}))"
+            self.helpers.add("runtime")
+            return f"_xb_rsqrt({args[0]})"
         if fn == "isnan":
             return f"({args[0]} != {args[0]})"
         if fn == "isinf":

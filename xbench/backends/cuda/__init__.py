@@ -85,10 +85,10 @@ class CudaArtifact(Artifact):
             a = np.asarray(a)
             if a.dtype != want:
                 a = a.astype(want)
-            out.append(np.ascontiguousarray(a))
+            out.append(np.require(a, requirements="C"))
         for b in p.buffers.values():
             if b.role == "const":
-                out.append(np.ascontiguousarray(b.value, dtype=np.dtype(b.dtype)))
+                out.append(np.require(b.value, np.dtype(b.dtype), "C"))
         return out
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
