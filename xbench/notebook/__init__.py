@@ -1,5 +1,6 @@
 """xbench in Jupyter: `%load_ext xbench` registers the `%%tensorop` and `%xbench` magics and connects the kernel's
-operator registry to the JupyterLab panel; `xb.explore(op)` is the interactive profiling widget."""
+operator registry to the JupyterLab panel; `xb.explore(op)` is the interactive profiling widget; `TuningView(result)`
+shows an `xb.tune` result as the Tuning tab of a `%%tensorop --tune` cell."""
 from __future__ import annotations
 
 from typing import Any
@@ -62,3 +63,10 @@ def explore(op: Any, sizes: Any = None, **options: Any) -> Any:
     from .explore import explore as _explore
 
     return _explore(op, sizes, **options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TuningView":          # imports ipywidgets: only when asked for
+        from .tuning import TuningView
+        return TuningView
+    raise AttributeError(f"module 'xbench.notebook' has no attribute {name!r}")

@@ -12,7 +12,7 @@ from .. import dtypes as D
 from ..errors import XbenchError
 from . import runner
 from .cell import CellError, CellSource
-from .runner import DEFAULT_SIZE, OperatorResult, Settings
+from .runner import DEFAULT_BUDGET, DEFAULT_SIZE, STRATEGIES, OperatorResult, Settings
 from .view import SHOW_CHOICES, CellView, ErrorView, session_text
 
 
@@ -75,6 +75,25 @@ def check_dtype(name: str | None) -> str | None:
             from None
 
 
+def check_budget(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        budget = int(text.replace("_", ""))
+    except ValueError:
+        budget = 0
+    if budget < 1:
+        raise OptionError(f"--budget: cannot read {text!r}",
+                          hint="give the number of candidates to evaluate per kernel, e.g. --budget 8")
+    return budget
+
+
+def check_strategy(name: str | None) -> str | None:
+    if name is not None and name not in STRATEGIES:
+        raise OptionError(f"--strategy: there is no {name!r} search", hint=f"use one of {', '.join(STRATEGIES)}")
+    return name
+
+
 def check_show(name: str | None) -> str | None:
     if name is not None and name not in SHOW_CHOICES:
         raise OptionError(f"--show: there is no {name!r} tab", hint=f"use one of {', '.join(SHOW_CHOICES)}")
@@ -107,6 +126,14 @@ class XbenchMagics(Magics):
               help="hardware targets for predictions and the roofline, e.g. h100,ascend-910b")
     @argument("--dtype", metavar="DTYPE",
               help="element type of the random inputs where the annotation names none (default float32)")
+    @argument("--tune", action="store_true",
+              help="after compiling, tune the schedule of every operator on the first backend (xb.tune) at these "
+                   "sizes, with a progress bar, and add a Tuning tab; op(...) uses the best schedule from then on")
+    @argument("--budget", metavar="N",
+              help=f"with --tune: candidates evaluated per kernel (default {DEFAULT_BUDGET})")
+    @argument("--strategy", metavar="NAME",
+              help=f"with --tune: the search, {'|'.join(STRATEGIES)} (default auto: exhaustive when the space fits "
+                   "the budget, else guided)")
     @cell_magic
     def tensorop(self, line: str, cell: str) -> None:
         """Compile every function defined in the cell as an xbench operator.
@@ -115,8 +142,10 @@ class XbenchMagics(Magics):
         in `Tensor[N, D]` annotations need no declaration). The cell makes random inputs from the annotations,
         compiles every operator for each backend, checks each backend against the float64 reference, times what
         runs on this machine and publishes the result to the xbench panel. Its output is one widget with tabs:
-        Summary, IR, the code of each backend (CPU, CUDA, PTX, Ascend C), Side by side, Resources, Metrics and
-        Roofline.
+        Summary, IR, the code of each backend (CPU, CUDA, PTX, Ascend C), Side by side, Resources, Metrics,
+        Roofline, and Tuning with --tune (a backend without its hardware here, cuda or ascend, is tuned with the
+        performance model for the first of --targets of its kind, and checks every candidate in its simulator at
+        these sizes: keep them small).
 
             %%tensorop --backends cpu,cuda --show cuda
             def softmax(x: Tensor[N, D]) -> Tensor[N, D]:
@@ -149,18 +178,19 @@ class XbenchMagics(Magics):
             else:
                 compilable.append(op)
         results = []
+        show = settings.show or ("tuning" if settings.tune else None)
         for op in compilable:
             try:
                 result = runner.evaluate(op, settings)
             except Exception as exc:  # the user's own mistake, shown at their line
                 if results:           # what compiled before it still shows
-                    display(CellView(results, settings.show, notes))
+                    display(CellView(results, show, notes))
                 raise self._fail(source.error(exc, f"operator {op.name}")) from None
             self.compiled[op.name] = result
             results.append(result)
             self._publish(result)
         self.last_error = None
-        self.last_view = CellView(results, settings.show, notes)
+        self.last_view = CellView(results, show, notes)
         display(self.last_view)
 
     def _fail(self, err: CellError) -> CellError:
@@ -180,6 +210,18 @@ class XbenchMagics(Magics):
             raise OptionError(f"{magic}: {exc}", hint=f"see {magic}? for the options") from None
         s = copy.deepcopy(self.defaults)
         self._apply(s, args)
+        if args.tune:
+            s.tune = True
+        if args.budget is not None:
+            s.budget = check_budget(args.budget)
+        if args.strategy is not None:
+            s.strategy = check_strategy(args.strategy)
+        if not s.tune:
+            given = [o for o, v in (("--budget", args.budget), ("--strategy", args.strategy)) if v is not None]
+            if given or args.show == "tuning":
+                what = " and ".join(given) or "--show tuning"
+                raise OptionError(f"{magic}: {what} {'have' if len(given) > 1 else 'has'} no effect without --tune",
+                                  hint="add --tune to tune the operators of this cell")
         return s
 
     @staticmethod

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,9 @@ DEFAULT_SIZE = 16          # every dim not given with --sizes (small: the CUDA s
 SIM_CHECK_SIZE = 16        # a simulated backend is checked with every dim clipped to this
 SOURCE_ORDER = ("cpu", "cuda", "ascend")
 SEED = 0
+DEFAULT_BUDGET = 16        # candidates per kernel of `%%tensorop --tune`
+STRATEGIES = ("auto", "exhaustive", "random", "guided")
+TARGET_KIND = {"cuda": "gpu", "ascend": "npu"}     # which --targets a backend without hardware here is tuned for
 
 
 class InputError(XbenchError, ValueError):
@@ -49,6 +53,9 @@ class Settings:
     targets: list[str] | None = None           # None: the profiler's default
     profile: bool = False
     show: str | None = None
+    tune: bool = False
+    budget: int = DEFAULT_BUDGET
+    strategy: str = "auto"
 
     def backend_list(self) -> list[str]:
         return list(self.backends) if self.backends else installed_backends()
@@ -305,6 +312,75 @@ def run_profile(op: Operator, inputs: Inputs, backends: list[str], targets: list
     return out
 
 
+# ---- tuning -----------------------------------------------------------------------------------------------------
+
+@dataclass
+class TuningOutcome:
+    """`xb.tune` of one operator on one backend, as a `%%tensorop --tune` cell ran it: the TuneResult, or why
+    there is none."""
+
+    backend: str
+    target: str | None                    # None: the backend's default target
+    budget: int | None                    # None: not known (a result of xb.tune shown with TuningView)
+    strategy: str | None
+    result: Any = None                    # xbench.tune.TuneResult
+    error: str | None = None
+    traceback: str | None = None
+
+    @property
+    def predicted(self) -> bool:
+        return bool(getattr(self.result, "predicted", False))
+
+
+def tuning_target(backend: str, targets: Sequence[str] | None) -> str | None:
+    """The first of `targets` of the kind `backend` generates code for (cuda: a GPU, ascend: an NPU); None (the
+    backend's default target) when none is, and always for a backend timed on this machine."""
+    kind = TARGET_KIND.get(backend)
+    if kind is None or not targets:
+        return None
+    from ..hw import get_target
+    return next((t for t in targets if get_target(t).kind == kind), None)
+
+
+def call_args(op: Operator, inputs: Inputs) -> tuple[list[Any], dict[str, Any]]:
+    """The inputs as positional arguments in signature order (so a parameter named like an option of `xb.tune`,
+    e.g. `target`, cannot clash), keyword arguments only after a parameter left to its default."""
+    args: list[Any] = list(inputs.args)
+    kwargs: dict[str, Any] = {}
+    gap = False
+    for name, p in list(op.signature.parameters.items())[len(args):]:
+        if name not in inputs.kwargs:
+            gap = True
+        elif gap or p.kind is p.KEYWORD_ONLY:
+            kwargs[name] = inputs.kwargs[name]
+        else:
+            args.append(inputs.kwargs[name])
+    return args, kwargs
+
+
+def tuning_workers() -> int | None:
+    """Processes compiling candidates ahead: none below 4 cores. Each job is a fresh interpreter that imports
+    xbench and numba before compiling, which costs more than compiling in this process unless several run at once
+    (softmax, 8 candidates, on 2 cores: 33 s with 2 workers, 11 s in-process); None: the tuner's default."""
+    return 1 if (os.cpu_count() or 1) < 4 else None
+
+
+def run_tuning(op: Operator, inputs: Inputs, backend: str, budget: int = DEFAULT_BUDGET, strategy: str = "auto",
+               targets: Sequence[str] | None = None, progress: bool = True) -> TuningOutcome:
+    """Tune every kernel of `op` on `backend` at the shapes of `inputs` (`xb.tune`; the best schedules go to the
+    tuning database, so `op(...)` uses them from now on). A failure is kept in the outcome, not raised."""
+    from ..tune import tune
+
+    out = TuningOutcome(backend, tuning_target(backend, targets), budget, strategy)
+    args, kwargs = call_args(op, inputs)
+    try:
+        out.result = tune(op, *args, backend=backend, budget=budget, strategy=strategy, target=out.target,
+                          workers=tuning_workers(), progress=progress, **kwargs)
+    except Exception as exc:  # e.g. no candidate passed verification: shown in the Tuning tab
+        out.error, out.traceback = _short(exc), _format_tb(exc)
+    return out
+
+
 # ---- one operator -----------------------------------------------------------------------------------------------
 
 @dataclass
@@ -317,6 +393,7 @@ class OperatorResult:
     backends: dict[str, BackendResult]
     profile: ProfileResult | None = None
     seconds: float = 0.0
+    tuning: TuningOutcome | None = None
 
     @property
     def dims(self) -> dict[str, int]:
@@ -441,5 +518,16 @@ def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str], None
         profile = run_profile(op, inputs, ran, settings.targets)
         for b, r in results.items():
             _measured_from(profile, b, r)
+    tuning = None
+    if settings.tune:
+        backend = settings.backend_list()[0]
+        step("tune")
+        first = results[backend]
+        if first.status != "pass":
+            tuning = TuningOutcome(backend, tuning_target(backend, settings.targets), settings.budget,
+                                   settings.strategy, error=f"not tuned: the {backend} backend did not pass "
+                                   f"({first.status}: {first.message})")
+        else:
+            tuning = run_tuning(op, inputs, backend, settings.budget, settings.strategy, settings.targets)
     return OperatorResult(op, inputs, settings.dtype, graph.text(), program.text(), results, profile,
-                          time.perf_counter() - t0)
+                          time.perf_counter() - t0, tuning)

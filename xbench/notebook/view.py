@@ -21,11 +21,14 @@ from .runner import (
     installed_backends,
     predicted_time,
 )
+from .tuning import TuningPane, headline, tuning_html, tuning_text
 
 TITLES = {"summary": "Summary", "ir": "IR", "cpu": "CPU", "cuda": "CUDA", "ptx": "PTX", "ascend": "Ascend C",
-          "compare": "Side by side", "resources": "Resources", "metrics": "Metrics", "roofline": "Roofline"}
+          "compare": "Side by side", "resources": "Resources", "metrics": "Metrics", "roofline": "Roofline",
+          "tuning": "Tuning"}
 LANG = {"cpu": "python", "cuda": "python", "ascend": "cpp", "ptx": "text", "ir": "text"}
-SHOW_CHOICES = ("summary", "ir", "cpu", "cuda", "ptx", "ascend", "compare", "resources", "metrics", "roofline")
+SHOW_CHOICES = ("summary", "ir", "cpu", "cuda", "ptx", "ascend", "compare", "resources", "metrics", "roofline",
+                "tuning")
 STATUS_MARK = {"pass": "✓ pass", "fail": "✗ fail", "error": "! error"}
 STATUS_COLOR = {"pass": "#1a7f37", "fail": "#cf222e", "error": "#9a6700"}
 TIME_WIDTH = len("999 µs (ascend-910b)")
@@ -251,6 +254,7 @@ class OperatorView:
 
     def __init__(self, result: OperatorResult, show: str | None = None):
         self.result = result
+        self.tuning: TuningPane | None = None
         self.keys: list[str] = []
         self.panes: dict[str, W.Widget] = {}
         children = []
@@ -290,6 +294,9 @@ class OperatorView:
         else:
             roof = W.HTML(f"<p>{html.escape(message)}</p>")
         panes.append(("roofline", roof))
+        if r.tuning is not None:
+            self.tuning = TuningPane(r.tuning)
+            panes.append(("tuning", self.tuning.widget))
         return panes
 
 
@@ -317,6 +324,8 @@ class CellView:
         for r in self.results:
             out.append(header_text(r))
             out.append(_indent(_text_table(SUMMARY_HEADER, summary_rows(r))))
+            if r.tuning is not None and self.show != "tuning":
+                out.append(_indent(headline(r.tuning)))
             if self.show:
                 shown = _tab_text(r, self.show)
                 if shown is not None:
@@ -325,7 +334,7 @@ class CellView:
 
     def html(self) -> str:
         out = [f"<p>{html.escape(n)}</p>" for n in self.notes]
-        for r in self.results:
+        for r, view in zip(self.results, self.views):
             out.append(f"<p><b>{html.escape(header_text(r))}</b></p>")
             out.append(_table(SUMMARY_HEADER, summary_rows(r)))
             sections = [("ir", pre("graph IR\n" + r.graph_text + "\n\nloop IR (kernels)\n" + r.loops_text))]
@@ -347,6 +356,9 @@ class CellView:
                 sections.append(("roofline", f'<img src="data:image/png;base64,{png}" alt="roofline"/>'))
             else:
                 sections.append(("roofline", f"<p>{html.escape(message)}</p>"))
+            if r.tuning is not None:
+                figures = view.tuning.figures if view.tuning is not None and view.tuning.figures else None
+                sections.append(("tuning", tuning_html(r.tuning, figures)))
             for key, body in sections:
                 opened = " open" if key == self.show else ""
                 out.append(f"<details{opened}><summary>{html.escape(TITLES.get(key, key))}</summary>{body}"
@@ -379,6 +391,8 @@ def _tab_text(r: OperatorResult, key: str) -> str | None:
         return metrics_text(r.profile)
     if key == "roofline":
         return roofline_message(r.profile) or "(the roofline is a figure; see the widget or the HTML output)"
+    if key == "tuning":
+        return tuning_text(r.tuning) if r.tuning is not None else "not tuned: run the cell with --tune"
     return None
 
 
