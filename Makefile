@@ -49,7 +49,7 @@ lab: install
 # with what they printed when saved (times, addresses and machine facts masked by notebooks/nbval-sanitize.cfg).
 # After a change to generated code, refresh them with `make notebooks`.
 NBVAL     := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval-sanitize.cfg
-TUTORIALS := notebooks/01-quickstart.ipynb notebooks/02-profiling-and-roofline.ipynb
+TUTORIALS := notebooks/01-quickstart.ipynb notebooks/02-profiling-and-roofline.ipynb notebooks/04-autotuning.ipynb
 
 test: install chromium
 	$(PY) -m pytest -q tests
