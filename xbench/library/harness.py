@@ -384,10 +384,11 @@ def _wrt(inf: OpInfo, names: list[str], pos: list) -> list[str]:
 
 
 def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMPLES,
-               verify_backend: str | None = "cpu") -> Cell:
+               verify_backend: str | None = "cpu", verify_limit: int | None = None) -> Cell:
     """Gradients of the differentiable arguments in float64: `xb.grad` of <op(args), random cotangents>
     (run on the reference) against central finite differences along random directions and against
-    `torch.autograd`; with `verify_backend`, the gradient operator is also verified on that backend."""
+    `torch.autograd`; with `verify_backend`, the gradient operator is also verified on that backend (for the
+    first `verify_limit` samples: compiling it is the cost)."""
     from ..lang.autodiff import grad
     from ..verify import verify
     acc = _Acc(inf.name, "grad", "float64")
@@ -400,7 +401,7 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
         acc.fail(None, "no float64 samples usable for the gradient check (all grad=False, empty or large)")
         return acc.done()
 
-    def one(s) -> Cell | None:
+    def one(s, verify_on: str | None) -> Cell | None:
         try:
             pos, kw, names = _positional(inf.op, s)
             wrt = _wrt(inf, names, pos)
@@ -473,23 +474,23 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
                     worst, worst_ratio = max(worst, c.max_abs_error), max(worst_ratio, c.ratio)
         else:
             acc.note("no PyTorch counterpart: checked against finite differences only")
-        if verify_backend:
+        if verify_on:
             try:
-                res = verify(g_op, *pos, backend=verify_backend)
+                res = verify(g_op, *pos, backend=verify_on)
             except BackendError as exc:
-                acc.note(f"gradient on {verify_backend}: unsupported ({_one_line(exc)})")
+                acc.note(f"gradient on {verify_on}: unsupported ({_one_line(exc)})")
                 res = []
             except Exception as exc:
-                return acc.fail(s, f"the gradient operator failed on {verify_backend}: {type(exc).__name__}: "
+                return acc.fail(s, f"the gradient operator failed on {verify_on}: {type(exc).__name__}: "
                                    f"{_one_line(exc)}")
             for c in res:
                 if not c.ok:
-                    return acc.fail(s, f"the gradient operator on {verify_backend} differs from the reference: "
+                    return acc.fail(s, f"the gradient operator on {verify_on} differs from the reference: "
                                        f"{c.message}", c.max_abs_error, c.ratio)
         acc.sample_ok(s, worst, worst_ratio)
 
-    for s in samples:
-        if one(s) is UNSUPPORTED:
+    for i, s in enumerate(samples):
+        if one(s, verify_backend if verify_limit is None or i < verify_limit else None) is UNSUPPORTED:
             return acc.done()
     return acc.done()
 
@@ -508,7 +509,7 @@ def check(name: str, backend: str, dtype: str = "float32", shapes: ShapeSet | st
         if backend == "torch":
             return check_torch(inf, dtype, shapes, limit)
         if backend == "grad":
-            return check_grad(inf, shapes)
+            return check_grad(inf, shapes, verify_limit=limit)
         return check_backend(inf, backend, dtype, shapes, limit)
     except Exception as exc:         # a broken sample generator or harness bug: a failing cell, not a crash
         return Cell(inf.name, backend, dtype, "fail", math.inf, math.inf,

@@ -124,6 +124,9 @@ class CpuBackend:
         if roles is not None:
             acc = kernel.stages[0].dtype
             s["impl"] = "blas" if acc in ("float32", "float64") else "loops"
+            if s["impl"] == "blas":
+                # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output
+                s["parallel"] = s["parallel"] and kernel.points() >= PARALLEL_MIN_WORK
             batches = int(np.prod([a.extent for a in roles[1]], dtype=np.int64)) if roles[1] else 1
             if batches > 1:
                 # enough independent GEMMs to give every core whole ones: cheaper than BLAS's own threading
