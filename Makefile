@@ -49,11 +49,16 @@ lab: install
 # with what they printed when saved (times, addresses and machine facts masked by notebooks/nbval-sanitize.cfg).
 # After a change to generated code, refresh them with `make notebooks`.
 NBVAL     := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval-sanitize.cfg
-TUTORIALS := notebooks/01-quickstart.ipynb notebooks/02-profiling-and-roofline.ipynb notebooks/04-autotuning.ipynb
+TUTORIALS := notebooks/01-quickstart.ipynb notebooks/02-profiling-and-roofline.ipynb notebooks/03-training.ipynb \
+             notebooks/04-autotuning.ipynb
 
+# Test files run side by side on every core (one file stays in one process, so its fixtures compile once);
+# OpenMP threads sleep rather than spin at barriers while the other processes hold the cores.
+XDIST := -n auto --dist loadfile
+test: export OMP_WAIT_POLICY := PASSIVE
 test: install chromium
-	$(PY) -m pytest -q tests
-	$(PY) -m pytest -q -p no:cacheprovider $(NBVAL) $(TUTORIALS)
+	$(PY) -m pytest -q $(XDIST) tests
+	$(PY) -m pytest -q $(XDIST) -p no:cacheprovider $(NBVAL) $(TUTORIALS)
 
 notebooks: install
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace $(TUTORIALS)
