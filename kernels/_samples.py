@@ -1442,3 +1442,72 @@ def flash_mla_cases(T, shapes, dtype):
     for s_q in (1, 2):
         yield Sample((T((b, s_q, h_q, d), "q", s_q), table, k, pad, bs, b, s_q, lens, h_q, h_kv, d, dv, True),
                      note=f"s_q={s_q}")
+
+
+# ---- joining lists of tensors, advanced indexing --------------------------------------------------------------
+
+@custom
+def cat_cases(T, shapes, dtype):
+    """cat(tensors, dim): along each dim, unequal lengths, a 1-D empty tensor (skipped), non-contiguous parts."""
+    yield Sample(([T((2, 5), "a"), T((3, 5), "b"), T((1, 5), "c")],), note="dim 0")
+    yield Sample(([T((4, 2), "d"), T((4, 3), "e")], -1), note="dim -1")
+    yield Sample(([T((2, 3, 4), "f"), T((2, 1, 4), "g")], 1), note="3-D, dim 1")
+    if shapes.empty:
+        yield Sample(([T((3, 4), "h"), T((0,), "i")], 0), note="1-D empty skipped")
+    if shapes.noncontig:
+        yield Sample(([noncontig(T((3, 4), "j")), T((2, 4), "k")], 0), note="non-contiguous")
+
+
+@custom
+def stack_cases(T, shapes, dtype):
+    """stack(tensors, dim) at every position, including the new last dim."""
+    xs = [T((3, 4), "a"), T((3, 4), "b"), T((3, 4), "c")]
+    for dim in (0, 1, -1):
+        yield Sample((xs, dim), note=f"dim {dim}")
+    if shapes.noncontig:
+        yield Sample(([noncontig(T((3, 4), "d")), T((3, 4), "e")], 1), note="non-contiguous")
+
+
+@custom
+def hstack_cases(T, shapes, dtype):
+    """hstack: 1-D tensors along dim 0, 2-D along dim 1."""
+    yield Sample(([T((3,), "a"), T((5,), "b")],), note="1-D")
+    yield Sample(([T((4, 2), "c"), T((4, 3), "d")],), note="2-D")
+
+
+@custom
+def vstack_cases(T, shapes, dtype):
+    """vstack: 1-D tensors become rows, 2-D join along dim 0."""
+    yield Sample(([T((3,), "a"), T((3,), "b")],), note="1-D rows")
+    yield Sample(([T((2, 3), "c"), T((1, 3), "d")],), note="2-D")
+
+
+def _idx(rng, n: int, shape) -> np.ndarray:
+    """Indices into a dim of n, negative ones included."""
+    return rng.integers(-n, n, shape).astype(np.int64)
+
+
+@custom
+def index_cases(T, shapes, dtype):
+    """index(self, indices): one index tensor, broadcast pairs, a leading None, indices apart (result dims lead)."""
+    rng = shapes.rng("index")
+    x = T((5, 6, 4), "x")
+    yield Sample((x, [_idx(rng, 5, (3,))]), note="dim 0")
+    yield Sample((x, [_idx(rng, 5, (2, 1)), _idx(rng, 6, (3,))]), note="broadcast pair")
+    yield Sample((x, [None, _idx(rng, 6, (2, 2))]), note="None then an index")
+    yield Sample((x, [_idx(rng, 5, (3,)), None, _idx(rng, 4, (3,))]), note="indices apart")
+    if shapes.noncontig:
+        yield Sample((noncontig(T((5, 4), "nc")), [None, _idx(rng, 4, (3,))]), note="non-contiguous")
+
+
+@custom
+def index_put_cases(T, shapes, dtype):
+    """index_put(self, indices, values, accumulate): unique targets (overwrite), repeated ones (accumulate),
+    broadcast values, indices behind a None."""
+    rng = shapes.rng("index_put")
+    x = T((5, 6), "x")
+    yield Sample((x, [rng.permutation(5)[:3].astype(np.int64)], T((3, 6), "v")), note="rows")
+    yield Sample((x, [_idx(rng, 5, (7,))], T((7, 6), "w")), dict(accumulate=True), note="accumulate, repeats")
+    yield Sample((x, [None, rng.permutation(6)[:2].astype(np.int64)], T((5, 1), "u")), note="None, broadcast")
+    yield Sample((x, [rng.permutation(5)[:3].astype(np.int64), rng.permutation(6)[:3].astype(np.int64)],
+                  T((), "s")), note="points, one value")

@@ -365,3 +365,74 @@ def isin(elements: Tensor, test_elements: Tensor, assume_unique: bool = False, i
     hit = (xb.expand_dims(elements, -1) == test_elements.reshape(-1)).any(axis=-1) if test_elements.size else \
         xb.zeros(elements.shape, "bool")
     return xb.logical_not(hit) if invert else hit
+
+
+# ---- advanced indexing: self[i0, :, i2] ---------------------------------------------------------------------
+
+def _advanced(self, indices, name: str):
+    """PyTorch's rule for `self[indices]` with a list of index tensors and Nones (whole dims): returns
+    (self moved so the indexed dims lead and are flattened into one, the flat positions [*b], where the
+    broadcast index dims go in the result)."""
+    indices = list(indices)
+    if len(indices) > self.ndim:
+        raise ValueError(f"{name}: {len(indices)} indices for a tensor with {self.ndim} dims")
+    dims = [d for d, i in enumerate(indices) if i is not None]
+    if not dims:
+        raise ValueError(f"{name}: give at least one index tensor (None selects a whole dim)")
+    idx = [xb.asarray(indices[d]) for d in dims]
+    if any(i.dtype == "bool" for i in idx):
+        raise ValueError(f"{name}: boolean masks select a data-dependent number of elements; "
+                         "use masked_select or nonzero (padded to a static size), or where()")
+    shape = tuple(np.broadcast_shapes(*[tuple(i.shape) for i in idx]))
+    flat = None
+    for d, i in zip(dims, idx):
+        term = xb.broadcast_to(_wrap(i, self.shape[d]), shape) * int(np.prod([self.shape[e] for e in dims
+                                                                               if e > d], dtype=np.int64))
+        flat = term if flat is None else flat + term
+    rest = [d for d in range(self.ndim) if d not in dims]
+    moved = self.permute(tuple(dims + rest)) if dims + rest != list(range(self.ndim)) else self
+    lead = int(np.prod([self.shape[d] for d in dims], dtype=np.int64))
+    moved = moved.reshape((lead,) + tuple(self.shape[d] for d in rest))
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    return moved, flat, shape, (dims[0] if adjacent else 0), rest
+
+
+@register("indexing", samples=S.index_cases, torch="torch.ops.aten.index.Tensor", grad=("self",), dtypes=ALL)
+def index(self: Tensor, indices):
+    """self[indices] for a list of integer index tensors and Nones, PyTorch's advanced indexing: the index
+    tensors broadcast together; their dims replace the indexed dims where those are adjacent, else lead."""
+    moved, flat, shape, at, _ = _advanced(self, indices, "index")
+    out = xb.gather(moved, flat.reshape(-1), axis=0).reshape(shape + tuple(moved.shape[1:]))
+    if at == 0:
+        return out
+    k, r = len(shape), out.ndim - len(shape)
+    return out.permute(tuple(range(k, k + at)) + tuple(range(k)) + tuple(range(k + at, k + r)))
+
+
+@register("indexing", samples=S.index_put_cases, torch="torch.ops.aten.index_put", grad=("self", "values"),
+          dtypes=NUM)
+def index_put(self: Tensor, indices, values: Tensor, accumulate: bool = False):
+    """self with `values` written at self[indices] (added there with `accumulate`); values broadcast to the
+    indexed shape. Without accumulate, repeated positions take the mean of their values (PyTorch leaves them
+    unspecified)."""
+    moved, flat, shape, at, rest = _advanced(self, indices, "index_put")
+    k = len(shape)
+    tail = tuple(moved.shape[1:])
+    vals = xb.asarray(values).astype(self.dtype)
+    if at:                                                # values are laid out with the index dims at `at`
+        vals = xb.broadcast_to(vals, tail[:at] + shape + tail[at:])
+        vals = vals.permute(tuple(range(at, at + k)) + tuple(range(at)) + tuple(range(at + k, vals.ndim)))
+    vals = xb.broadcast_to(vals, shape + tail).reshape((int(np.prod(shape)),) + tail)
+    pos = flat.reshape(-1)
+    total = xb.scatter_add(xb.zeros(moved.shape, self.dtype), pos, vals, axis=0)
+    if accumulate:
+        new = moved + total
+    else:
+        hits = xb.scatter_add(xb.zeros((moved.shape[0],), "int64"), pos, xb.ones(pos.shape, "int64"), axis=0)
+        hits = hits.reshape((moved.shape[0],) + (1,) * len(tail))
+        written = total / xb.maximum(hits, 1) if self.dtype in FLOATS else total // xb.maximum(hits, 1)
+        new = xb.where(hits > 0, written.astype(self.dtype), moved)
+    dims = [d for d in range(self.ndim) if d not in rest]
+    new = new.reshape(tuple(self.shape[d] for d in dims) + tuple(self.shape[d] for d in rest))
+    order = dims + rest
+    return new.permute(tuple(order.index(d) for d in range(self.ndim))) if order != list(range(self.ndim)) else new

@@ -357,3 +357,46 @@ def diag_embed(self: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1):
     rest = iter(range(nd - 2))
     order = [nd - 2 if a == d1 else nd - 1 if a == d2 else next(rest) for a in range(nd)]
     return out.permute(tuple(order))
+
+
+# ---- joining a list of tensors ----------------------------------------------------------------------------
+# The grid's gradient check differentiates array arguments, not lists of them; gradients of these flow through
+# concat's VJP like any other (tests/core/test_autodiff.py).
+_LIST_GRAD = "differentiable through concat's VJP; the grid's gradient check takes array arguments, not lists"
+
+
+def _tensors(tensors, name: str) -> list:
+    ts = [xb.asarray(t) for t in tensors]
+    if not ts:
+        raise ValueError(f"{name}: expected a non-empty list of tensors")
+    return ts
+
+
+@register("shape", aliases=("concat", "concatenate"), samples=S.cat_cases, torch="torch.cat", grad=False,
+          dtypes=ALL, notes=_LIST_GRAD)
+def cat(tensors, dim: int = 0):
+    """The tensors joined along `dim` (every other dim equal); 1-D empty tensors are skipped, as in PyTorch."""
+    ts = _tensors(tensors, "cat")
+    kept = [t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)] or ts[:1]
+    return xb.concat(kept, axis=_dim(dim, kept[0].ndim, "cat"))
+
+
+@register("shape", samples=S.stack_cases, torch="torch.stack", grad=False, dtypes=ALL, notes=_LIST_GRAD)
+def stack(tensors, dim: int = 0):
+    """The tensors (all of one shape) stacked along a new dim `dim`."""
+    ts = _tensors(tensors, "stack")
+    return xb.stack(ts, axis=_dim(dim, ts[0].ndim + 1, "stack"))
+
+
+@register("shape", samples=S.hstack_cases, torch="torch.hstack", grad=False, dtypes=ALL, notes=_LIST_GRAD)
+def hstack(tensors):
+    """Joined along dim 1 (along dim 0 for 1-D tensors)."""
+    ts = [t.reshape((1,)) if t.ndim == 0 else t for t in _tensors(tensors, "hstack")]
+    return xb.concat(ts, axis=0 if ts[0].ndim == 1 else 1)
+
+
+@register("shape", samples=S.vstack_cases, torch="torch.vstack", grad=False, dtypes=ALL, notes=_LIST_GRAD)
+def vstack(tensors):
+    """Joined along dim 0, 0-D and 1-D tensors first made rows."""
+    ts = [t.reshape((1, int(np.prod(t.shape)))) if t.ndim < 2 else t for t in _tensors(tensors, "vstack")]
+    return xb.concat(ts, axis=0)

@@ -179,6 +179,19 @@ class Operator:
             if value is None:
                 statics[name] = None
                 continue
+            if _is_tensor_list(value):
+                # a list of tensors (cat, stack, index): each array is an input `name_i`; the list's layout
+                # (and any non-array entries, such as index's Nones) is static
+                layout = []
+                for i, item in enumerate(value):
+                    if isinstance(item, (np.ndarray, Tensor)):
+                        key = f"{name}_{i}"
+                        tensors[key] = item if isinstance(item, Tensor) else self._checked(name, item, loc)
+                        layout.append(_Slot(key))
+                    else:
+                        layout.append(item)
+                statics[name] = _TensorList(type(value), tuple(layout))
+                continue
             if spec is not None or isinstance(value, (np.ndarray, Tensor)) or _is_array_like(value):
                 if isinstance(value, Tensor):
                     tensors[name] = value
@@ -192,17 +205,20 @@ class Operator:
                                             f"{type(value).__name__}",
                                             hint=f"pass np.asarray(...) for {name} ({spec!r})", loc=loc)
                     value = np.asarray(value)
-                try:
-                    D.canonical(value.dtype)
-                except ValueError:
-                    raise DTypeError(f"{self.name}(): argument {name!r} has dtype {value.dtype}, which xbench does "
-                                     f"not support", hint=f"use one of {', '.join(D.DTYPES)} "
-                                     f"(e.g. {name}.astype(np.float32))", loc=loc) from None
-                tensors[name] = value
+                tensors[name] = self._checked(name, value, loc)
             else:
                 statics[name] = value
         dims = self._bind_dims(tensors, loc)
         return bound, tensors, statics, dims
+
+    def _checked(self, name: str, value: np.ndarray, loc) -> np.ndarray:
+        try:
+            D.canonical(value.dtype)
+        except ValueError:
+            raise DTypeError(f"{self.name}(): argument {name!r} has dtype {value.dtype}, which xbench does "
+                             f"not support", hint=f"use one of {', '.join(D.DTYPES)} "
+                             f"(e.g. {name}.astype(np.float32))", loc=loc) from None
+        return value
 
     def _bind_dims(self, tensors: dict[str, Any], loc) -> dict[str, int]:
         dims: dict[str, tuple[int, str, int]] = {}
@@ -270,12 +286,17 @@ class Operator:
         in_vars = [Var(a.shape, D.canonical(a.dtype), hint=n) for n, a in tensors.items()]
         with Trace(self.name) as tr:
             call_args = dict(bound.arguments)
-            for (n, _), v in zip(tensors.items(), in_vars):
-                call_args[n] = Tensor(v)
+            traced = {n: Tensor(v) for (n, _), v in zip(tensors.items(), in_vars)}
+            for n in call_args:
+                if isinstance(statics.get(n), _TensorList):
+                    lst = statics[n]
+                    call_args[n] = lst.kind(traced[e.key] if isinstance(e, _Slot) else e for e in lst.layout)
+                elif n in traced:
+                    call_args[n] = traced[n]
             result = self._call_fn(call_args)
             outs = self._outputs(result, dims)
         graph = Graph(self.name, in_vars, [t._var for t in outs], tr.eqns, list(tensors), dims,
-                      {k: v for k, v in statics.items() if not callable(v)})
+                      {k: v for k, v in statics.items() if not callable(v) and not isinstance(v, _TensorList)})
         _dead_code(graph)
         return graph
 
@@ -382,6 +403,23 @@ def _dead_code(graph: Graph) -> None:
 
 def _any_tensor(args, kwargs) -> bool:
     return any(isinstance(a, Tensor) for a in args) or any(isinstance(a, Tensor) for a in kwargs.values())
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where a tensor sits in a list argument: the name of its input."""
+    key: str
+
+
+@dataclass(frozen=True)
+class _TensorList:
+    """A list (or tuple) argument holding tensors: its type and entries (slots for the tensors)."""
+    kind: type
+    layout: tuple
+
+
+def _is_tensor_list(value) -> bool:
+    return isinstance(value, (list, tuple)) and any(isinstance(e, (np.ndarray, Tensor)) for e in value)
 
 
 def _is_array_like(value) -> bool:

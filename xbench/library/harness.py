@@ -393,7 +393,8 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
     from ..verify import verify
     acc = _Acc(inf.name, "grad", "float64")
     if not inf.grad:
-        return acc.unsupported("not differentiable (the operator declares no grad arguments)")
+        return acc.unsupported("not differentiable (the operator declares no grad arguments)"
+                               + (f"; {inf.notes}" if inf.notes else ""))
     if "float64" not in inf.dtypes:
         return acc.unsupported("the operator does not take float64, which the gradient check needs")
     samples = grad_samples(inf, shapes, n)
