@@ -3,6 +3,7 @@ runtime and workspace folders, stopped with everything it started."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import secrets
@@ -142,10 +143,8 @@ class LabServer:
             return
         kernels = _children(self.proc.pid)
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 self.api("POST", "/api/shutdown")
-            except OSError:
-                pass
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
