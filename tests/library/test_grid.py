@@ -1,8 +1,8 @@
-"""The coverage grid in CI: every library operator in every dtype it declares, on the reference over the quick
-shape set cross-checked against PyTorch, and its gradients against finite differences and torch.autograd; on
-cpu two samples per cell spread over the same set, and each gradient operator compiled and verified there once
-(compiling each shape is the cost: the whole set is `python -m xbench coverage --quick`). cuda (numba's
-simulator) and ascend (the CPU twin) are in test_grid_slow.py. Operators are checked in two processes.
+"""The coverage grid in CI: every library operator in every dtype it declares on the reference over the quick
+shape set, cross-checked against PyTorch, and its gradients against finite differences and torch.autograd
+(each gradient operator also compiled and verified on cpu once); on cpu, samples of the same set as
+CPU_RUNS says (compiling each shape is the cost: the whole set is `python -m xbench coverage --quick`). cuda
+(numba's simulator) and ascend (the CPU twin) are in test_grid_slow.py. Operators are checked in two processes.
 
 Zero failures are allowed, except the ones listed in KNOWN below: each is a defect outside the library,
 named with where it lives, and each must still fail (when it is fixed, its entry has to go). Every
@@ -14,11 +14,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from xbench import ops
 from xbench.library import coverage
 
 OUT = Path(__file__).resolve().parents[2] / "test-output"
-CPU_SAMPLES = 2
 WORKERS = 2
 
 
@@ -70,14 +71,13 @@ def _write(grid, name: str) -> None:
     grid.save(OUT / f"{name}.json")
 
 
-def test_library_grid_on_reference_and_cpu_with_torch_and_gradients():
-    grid = coverage.run(backends=["reference", "cpu"], shapes="quick", limit={"cpu": CPU_SAMPLES, "grad": 1},
-                        progress=False, workers=WORKERS)
-    _write(grid, "coverage-cpu")
+def test_library_grid_on_the_reference_with_torch_and_gradients():
+    grid = coverage.run(backends=["reference"], shapes="quick", limit={"grad": 1}, progress=False, workers=WORKERS)
+    _write(grid, "coverage-reference")
     used: set[int] = set()
     _check(grid, used)
-    # cpu and the reference take every dtype an operator declares: nothing there may be "unsupported"
-    declined = [c for c in grid.unsupported if c.backend in ("reference", "cpu")]
+    # the reference takes every dtype an operator declares: nothing there may be "unsupported"
+    declined = [c for c in grid.unsupported if c.backend == "reference"]
     assert not declined, _report(declined)
     # every operator is compared with PyTorch or says why not; every differentiable one had its gradient checked
     for name in grid.ops:
@@ -88,4 +88,20 @@ def test_library_grid_on_reference_and_cpu_with_torch_and_gradients():
             assert grid.cell(name, "grad", "float64").status in ("pass", "fail"), name
     stale = [k.why for k in KNOWN if id(k) not in used]
     assert not stale, "these known failures no longer fail; remove them from KNOWN:\n" + "\n".join(stale)
+    assert len(grid.ops) >= 200
+
+
+# cpu: float32 with two samples per cell, the other storage paths (16-bit floats kept as bits, int32, bool) with
+# one; float64 and int64 share the float32 and int32 code and are left to the full grid.
+CPU_RUNS = [(["float32"], 2), (["float16", "bfloat16", "int32", "bool"], 1)]
+
+
+@pytest.mark.parametrize(("dtypes", "samples"), CPU_RUNS, ids=["float32", "other-dtypes"])
+def test_library_grid_on_cpu(dtypes, samples):
+    grid = coverage.run(backends=["cpu"], dtypes=dtypes, shapes="quick", limit=samples, torch=False, grad=False,
+                        progress=False, workers=WORKERS)
+    _write(grid, f"coverage-cpu-{dtypes[0]}")
+    _check(grid, set())
+    declined = [c for c in grid.unsupported if c.backend == "cpu"]
+    assert not declined, _report(declined)
     assert len(grid.ops) >= 200
