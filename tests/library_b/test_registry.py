@@ -2,7 +2,6 @@
 PyTorch (all quick samples, the first declared dtype and an integer dtype where declared), the cpu backend
 against the reference (the first tiny sample, every declared dtype class), and the slow backends (cuda in the
 simulator, the Ascend twin) and gradients for representative operators."""
-import dataclasses
 
 import numpy as np
 import pytest
@@ -51,8 +50,7 @@ def test_reference_matches_pytorch(name):
         assert cell.status == "pass", f"{name} {dtype}: {cell.reason} {cell.sample}"
 
 
-# the tiny shapes without 0-d tensors: the cpu backend mishandles 0-d inputs (test_zero_dim_input_on_cpu)
-TINY = dataclasses.replace(SHAPES["tiny"], pointwise=tuple(s for s in SHAPES["tiny"].pointwise if s))
+TINY = SHAPES["tiny"]
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -61,8 +59,6 @@ def test_cpu_matches_reference(name):
     assert cell.status == "pass", f"{name}: {cell.reason} {cell.sample}"
 
 
-@pytest.mark.xfail(strict=True, reason="cpu backend: Artifact._args passes 0-d inputs through np.ascontiguousarray, "
-                                       "which makes them 1-d, so numba cannot type x[()] (a core fix)")
 def test_zero_dim_input_on_cpu():
     out = xb.ops.masked_fill.run(np.asarray(np.float32(1.5)), np.asarray(True), 2.5, backend="cpu")
     assert out.shape == () and float(out) == 2.5
