@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -358,13 +357,6 @@ def call_args(op: Operator, inputs: Inputs) -> tuple[list[Any], dict[str, Any]]:
     return args, kwargs
 
 
-def tuning_workers() -> int | None:
-    """Processes compiling candidates ahead: none below 4 cores. Each job is a fresh interpreter that imports
-    xbench and numba before compiling, which costs more than compiling in this process unless several run at once
-    (softmax, 8 candidates, on 2 cores: 33 s with 2 workers, 11 s in-process); None: the tuner's default."""
-    return 1 if (os.cpu_count() or 1) < 4 else None
-
-
 def run_tuning(op: Operator, inputs: Inputs, backend: str, budget: int = DEFAULT_BUDGET, strategy: str = "auto",
                targets: Sequence[str] | None = None, progress: bool = True) -> TuningOutcome:
     """Tune every kernel of `op` on `backend` at the shapes of `inputs` (`xb.tune`; the best schedules go to the
@@ -375,7 +367,7 @@ def run_tuning(op: Operator, inputs: Inputs, backend: str, budget: int = DEFAULT
     args, kwargs = call_args(op, inputs)
     try:
         out.result = tune(op, *args, backend=backend, budget=budget, strategy=strategy, target=out.target,
-                          workers=tuning_workers(), progress=progress, **kwargs)
+                          progress=progress, **kwargs)
     except Exception as exc:  # e.g. no candidate passed verification: shown in the Tuning tab
         out.error, out.traceback = _short(exc), _format_tb(exc)
     return out
