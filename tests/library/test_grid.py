@@ -67,6 +67,9 @@ KNOWN: list[Known] = [
           "a 0-d cotangent) differ beyond the float64 tolerance",
           op="_weight_norm_interface|native_batch_norm|native_layer_norm|layer_norm|skip_layer_norm|"
              "fused_add_rms_norm|bias_gelu|add"),
+    Known("cpu", r"\(int32\[\], int32\[\]\)", r"values differ",
+          "xbench/backends/cpu/codegen.py: integer fmod of two 0-d operands (np.fmod inside numba) differs from "
+          "numpy's", op="fmod"),
 ]
 
 
@@ -121,7 +124,7 @@ def test_library_grid_on_the_reference_with_torch_and_gradients():
         inf = ops.info(name)
         if inf.grad and "float64" in inf.dtypes:
             assert grid.cell(name, "grad", "float64").status in ("pass", "fail"), name
-    stale = [k.why for k in KNOWN if id(k) not in used]
+    stale = [k.why for k in KNOWN if id(k) not in used and any(re.fullmatch(k.backend, b) for b in grid.backends)]
     assert not stale, "these known failures no longer fail; remove them from KNOWN:\n" + "\n".join(stale)
     assert len(grid.ops) >= 200
 
