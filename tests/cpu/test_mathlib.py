@@ -387,7 +387,8 @@ def test_scalar_and_parallel_entry_points_agree() -> None:
 
 def test_fit_reproduces_the_coefficient_table() -> None:
     if np.finfo(LD).nmant < 63:
-        pytest.xfail("the fit needs an extended long double; this platform has none")
+        pytest.skip("refitting needs a long double with a 64-bit mantissa (x86-64 has one, this platform does not); "
+                    "the committed coefficients are still checked by the ulp-bound tests")
     fitted = mathlib._fit()
     assert fitted.keys() == mathlib._COEFFS.keys()
     for key, coeffs in mathlib._COEFFS.items():

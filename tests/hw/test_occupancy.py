@@ -30,6 +30,8 @@ def _cuda_include() -> Path | None:
 def oracle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     include = _cuda_include()
     if include is None:
+        # the cuda backend's toolchain is here, so the header that ships with it must be too
+        assert shutil.which("ptxas") is None, "ptxas is on PATH but cuda_occupancy.h was not found: set CUDA_HOME"
         pytest.skip("cuda_occupancy.h not found (set CUDA_HOME to a CUDA toolkit to run the oracle tests)")
     cxx = shutil.which("g++") or shutil.which("c++")
     assert cxx is not None, "a host C++ compiler (g++) is needed to build the occupancy oracle"

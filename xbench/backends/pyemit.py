@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 
 from ..dtypes import is_float
+from ..errors import BackendError
 from ..ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
 
 NP_TYPES = {"float32": "np.float32", "float64": "np.float64", "int8": "np.int8", "uint8": "np.uint8",
@@ -140,7 +141,8 @@ class Emitter:
                 return f"(-{args[0]})"
             if e.fn in ("minimum", "maximum") and e.dtype == INDEX:
                 return f"{e.fn[:3]}({args[0]}, {args[1]})"
-            raise NotImplementedError(f"no spelling for {e.fn} on {e.dtype}")
+            raise BackendError(f"this backend has no spelling for {e.fn} on {e.dtype}",
+                               hint="use the reference or cpu backend for this operator")
         raise TypeError(f"cannot emit {type(e).__name__}")
 
 
