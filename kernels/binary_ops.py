@@ -25,8 +25,7 @@ def _is_int(x) -> bool:
 
 # ---- arithmetic ----------------------------------------------------------------------------------------
 
-@register("binary", samples=binary(scalar=2.5, kwargs=({}, {"alpha": 2})), torch="torch.add", grad=True,
-          dtypes=NUM)
+@register("binary", samples=binary(scalar=2.5, kwargs=({}, {"alpha": 2})), torch="torch.add", grad=True, dtypes=NUM)
 def add(input, other, alpha=1):
     """input + alpha * other."""
     return input + (other if alpha == 1 else alpha * other)
@@ -104,32 +103,37 @@ def pow(input, exponent):
     return xb.power(input, exponent)
 
 
-@register("binary", samples=binary(scalar=0.5), torch="torch.maximum", grad=True, dtypes=NUM)
+def _tensor_other(name: str):
+    """torch.maximum and its kin take no Python number: `other` goes in as a 0-d tensor (which promotes the
+    same way, the default float dtype for a float)."""
+    return lambda torch, input, other: getattr(torch, name)(input, torch.as_tensor(other))
+
+
+@register("binary", samples=binary(scalar=0.5), torch=_tensor_other("maximum"), grad=True, dtypes=NUM)
 def maximum(input, other):
     """Elementwise maximum; NaN propagates."""
     return xb.maximum(input, other)
 
 
-@register("binary", samples=binary(scalar=0.5), torch="torch.minimum", grad=True, dtypes=NUM)
+@register("binary", samples=binary(scalar=0.5), torch=_tensor_other("minimum"), grad=True, dtypes=NUM)
 def minimum(input, other):
     """Elementwise minimum; NaN propagates."""
     return xb.minimum(input, other)
 
 
-@register("binary", samples=binary(scalar=0.5), torch="torch.fmax", grad=True, dtypes=NUM)
+@register("binary", samples=binary(scalar=0.5), torch=_tensor_other("fmax"), grad=True, dtypes=NUM)
 def fmax(input, other):
     """Elementwise maximum ignoring NaN."""
     return xb.fmax(input, other)
 
 
-@register("binary", samples=binary(scalar=0.5), torch="torch.fmin", grad=True, dtypes=NUM)
+@register("binary", samples=binary(scalar=0.5), torch=_tensor_other("fmin"), grad=True, dtypes=NUM)
 def fmin(input, other):
     """Elementwise minimum ignoring NaN."""
     return xb.fmin(input, other)
 
 
-@register("binary", aliases=("arctan2",), samples=binary(avoid=(0.0,)), torch="torch.atan2", grad=True,
-          dtypes=NUM)
+@register("binary", aliases=("arctan2",), samples=binary(avoid=(0.0,)), torch="torch.atan2", grad=True, dtypes=NUM)
 def atan2(input, other):
     """The angle of (other, input), in (-pi, pi]."""
     return xb.atan2(input, other)

@@ -35,14 +35,20 @@ def _cast(x, dtype):
     return x if dtype is None else x.astype(dtype)
 
 
-@register("softmax", samples=_with_dtype(_SAMPLES), torch="torch.softmax", grad=True,
+def _torch_dtype(name: str):
+    """torch.softmax / log_softmax with `dtype` named as a string, as the library takes it."""
+    return lambda torch, input, dim=-1, dtype=None: getattr(torch, name)(
+        input, dim, dtype=None if dtype is None else getattr(torch, dtype))
+
+
+@register("softmax", samples=_with_dtype(_SAMPLES), torch=_torch_dtype("softmax"), grad=True,
           notes="dim defaults to -1 (PyTorch requires it)")
 def softmax(input: Tensor, dim: int = -1, dtype=None):
     """exp(input) / sum(exp(input)) along `dim` (input cast to `dtype` first, if given)."""
     return _softmax(_cast(input, dtype), dim)
 
 
-@register("softmax", samples=_with_dtype(_SAMPLES), torch="torch.log_softmax", grad=True,
+@register("softmax", samples=_with_dtype(_SAMPLES), torch=_torch_dtype("log_softmax"), grad=True,
           notes="dim defaults to -1 (PyTorch requires it)")
 def log_softmax(input: Tensor, dim: int = -1, dtype=None):
     """log(softmax(input)) along `dim`, computed as shifted - log(sum(exp(shifted)))."""

@@ -33,13 +33,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known("torch", ".*", r"must be Tensor, not float",
-          "kernels/binary_ops.py: the PyTorch counterpart gets a Python number as `other`, which torch.maximum, "
-          "minimum, fmax and fmin refuse (the torch adapter must wrap it in a tensor)",
-          op="maximum|minimum|fmax|fmin"),
-    Known("torch", ".*", r"argument 'dtype' must be torch.dtype, not str",
-          "kernels/softmax_family.py: the `dtype` argument reaches PyTorch as a string (adapter missing)",
-          op="softmax|log_softmax"),
     Known("torch", ".*", r"result dtypes differ: xbench \['float32'\]",
           "kernels/pooling.py, kernels/vision.py: 16-bit inputs give float32 results (computed in float32, "
           "not cast back); PyTorch keeps the input dtype",
