@@ -112,7 +112,9 @@ def _avg_pool(name, input, nd, kernel_size, stride, padding, ceil_mode, count_in
         count = np.multiply.outer(count, (end - start).astype(np.float64))
     if np.all(count == count.flat[0]):
         return total * (1.0 / float(count.flat[0]))
-    return total * xb.asarray((1.0 / count).astype(np.float32 if total.dtype != "float64" else np.float64))
+    # 16-bit inputs are scaled in float32 and rounded once, back to their own dtype (as PyTorch returns them)
+    w = (1.0 / count).astype(np.float32 if total.dtype != "float64" else np.float64)
+    return (total * xb.asarray(w)).astype(input.dtype)
 
 
 # ---- max pooling -----------------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ def _adaptive(name, input, nd, output_size, kind):
     taps = input[lead + tuple(tables)]                                            # ... o1..od k1..kd
     if kind == "avg":
         w = weights.astype(np.float64 if input.dtype == "float64" else np.float32)
-        return (taps * xb.asarray(w)).sum(axis=tuple(range(-nd, 0)))
+        return (taps * xb.asarray(w)).sum(axis=tuple(range(-nd, 0))).astype(input.dtype)   # 16 bits stay 16
     kprod = int(np.prod([b[2] for b in bins]))
     flat = taps.reshape(tuple(taps.shape[:taps.ndim - nd]) + (kprod,))
     values = flat.max(axis=-1)

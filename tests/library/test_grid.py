@@ -33,10 +33,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known("torch", ".*", r"result dtypes differ: xbench \['float32'\]",
-          "kernels/pooling.py, kernels/vision.py: 16-bit inputs give float32 results (computed in float32, "
-          "not cast back); PyTorch keeps the input dtype",
-          op="_adaptive_avg_pool2d|adaptive_avg_pool1d|adaptive_avg_pool3d|avg_pool1d|avg_pool2d|interpolate"),
     Known("torch", ".*", r"result dtypes differ: xbench \['(float16|bfloat16)', '(float16|bfloat16)'\]",
           "kernels/normalization.py: the statistic output (rstd, norm) keeps the 16-bit input dtype; PyTorch "
           "returns it in float32", op="_fused_rms_norm|_weight_norm_interface"),
