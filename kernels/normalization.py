@@ -77,11 +77,18 @@ def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor, bias: Ten
     return _layer_norm(input, normalized_shape, weight, bias, eps)
 
 
-def _rstd_rms(input, normalized_shape, eps):
+def _wide(x):
+    """16-bit floats computed in float32, as PyTorch's kernels do (their opmath type)."""
+    return x.astype("float32") if x.dtype in ("float16", "bfloat16") else x
+
+
+def _rms(input, normalized_shape, eps):
+    """(input / rms, 1 / rms) in float32 for 16-bit inputs (eps=None: float32's epsilon then), the first
+    rounded back to the input dtype: PyTorch's rms_norm."""
     axes = _norm_axes(input, normalized_shape)
-    if eps is None:
-        eps = _EPS[input.dtype]
-    return xb.rsqrt((input * input).mean(axis=axes, keepdims=True) + eps)
+    x = _wide(input)
+    rstd = xb.rsqrt((x * x).mean(axis=axes, keepdims=True) + (_EPS[x.dtype] if eps is None else eps))
+    return (x * rstd).astype(input.dtype), rstd
 
 
 def _rms_samples(dtype, shapes):
@@ -94,8 +101,9 @@ def _rms_samples(dtype, shapes):
 
 @register("normalization", samples=_rms_samples, torch="torch.nn.functional.rms_norm", grad=True)
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor = None, eps: float | None = None):
-    """input / sqrt(mean(input**2) + eps) * weight over the trailing dims (eps=None: the dtype's epsilon)."""
-    out = input * _rstd_rms(input, normalized_shape, eps)
+    """input / sqrt(mean(input**2) + eps) * weight over the trailing dims (eps=None: the epsilon of the dtype
+    computed in, float32 for 16-bit inputs)."""
+    out = _rms(input, normalized_shape, eps)[0]
     return out if weight is None else out * weight
 
 
@@ -108,9 +116,8 @@ def _fused_rms_samples(dtype, shapes):
 @register("normalization", samples=_fused_rms_samples, torch="torch.ops.aten._fused_rms_norm",
           grad=("input", "weight"))
 def _fused_rms_norm(input: Tensor, normalized_shape, weight: Tensor, eps: float | None):
-    """(out, rstd) of rms_norm."""
-    rstd = _rstd_rms(input, normalized_shape, eps)
-    out = input * rstd
+    """(out, rstd) of rms_norm; rstd is float32 for 16-bit inputs."""
+    out, rstd = _rms(input, normalized_shape, eps)
     return (out if weight is None else out * weight), rstd
 
 
@@ -280,8 +287,9 @@ def _wn_samples(dtype, shapes):
 
 @register("normalization", samples=_wn_samples, torch="torch._weight_norm_interface", grad=("v", "g"))
 def _weight_norm_interface(v: Tensor, g: Tensor, dim: int = 0):
-    """(v * g / ||v||, ||v||): the norm over every dim but `dim`, kept with size 1."""
+    """(v * g / ||v||, ||v||): the norm over every dim but `dim`, kept with size 1 (float32 for 16-bit v)."""
     d = dim % v.ndim
     others = tuple(a for a in range(v.ndim) if a != d)
-    nrm = xb.sqrt((v * v).sum(axis=others, keepdims=True))
-    return v * (g / nrm), nrm
+    x = _wide(v)
+    nrm = xb.sqrt((x * x).sum(axis=others, keepdims=True))
+    return (x * (g / nrm)).astype(v.dtype), nrm

@@ -33,9 +33,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known("torch", ".*", r"result dtypes differ: xbench \['(float16|bfloat16)', '(float16|bfloat16)'\]",
-          "kernels/normalization.py: the statistic output (rstd, norm) keeps the 16-bit input dtype; PyTorch "
-          "returns it in float32", op="_fused_rms_norm|_weight_norm_interface"),
     Known("torch", ".*", r"PyTorch differs from the reference",
           "reference vs PyTorch at special values or degenerate samples: the count/total output of "
           "nll_loss with every target ignored, the NaN std of one element, logcumsumexp of -inf rows, "
