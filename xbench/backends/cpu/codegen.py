@@ -366,6 +366,8 @@ class ModuleWriter:
         (body,) = self.hoist(src, [body], {a.name for a in s.axes})
         acc = s.local
         src(f"{acc} = {init}")
+        if s.kind in ("max", "min") and is_float(dt) and s.axes and s.axes[-1].extent >= 2 * _LANES:
+            return self._lane_reduce(src, s, body, init, bound)
         if s.index_local:
             src(f"{s.index_local} = 0")
             src("_pos = 0")
@@ -394,6 +396,31 @@ class ModuleWriter:
                     src(f"{acc} = _v")
                     src(f"{s.index_local} = _pos")
                 src("_pos += 1")
+
+    def _lane_reduce(self, src: Source, s: Reduce, body: Expr, init: str, bound: set[str]) -> None:
+        """A NaN-propagating float max/min over `_LANES` independent accumulators along the innermost axis:
+        LLVM vectorises this form, not the single select chain (which runs at a third of memory speed)."""
+        fn = f"_xb_{'maximum' if s.kind == 'max' else 'minimum'}"
+        self.helpers.add("runtime")
+        *outer, inner = s.axes
+        n, lanes, acc = inner.extent, self.emitter.tmp("lanes"), s.local
+        src(f"{lanes} = np.full({_LANES}, {init})")
+        with _Indent(src, self.loops(src, tuple(outer))):
+            src(f"for _rb in range(0, {n - n % _LANES}, {_LANES}):")
+            with src.indent():
+                src(f"for _ln in range({_LANES}):")
+                with src.indent():
+                    src(f"{inner.name} = _rb + _ln")
+                    (v,) = self.values(src, [body], bound, set())
+                    src(f"{lanes}[_ln] = {fn}({lanes}[_ln], {v})")
+            if n % _LANES:
+                src(f"for {inner.name} in range({n - n % _LANES}, {n}):")
+                with src.indent():
+                    (v,) = self.values(src, [body], bound, set())
+                    src(f"{acc} = {fn}({acc}, {v})")
+        src(f"for _ln in range({_LANES}):")
+        with src.indent():
+            src(f"{acc} = {fn}({acc}, {lanes}[_ln])")
 
     def scan(self, src: Source, s: Scan) -> None:
         dt = s.dtype
@@ -474,6 +501,9 @@ def unravel(src: Source, flat: str, axes, tmp: str) -> None:
             src(f"{a.name} = {rem} // {inner}")
             src(f"{tmp}{i} = {rem} % {inner}")
             rem = f"{tmp}{i}"
+
+
+_LANES = 16             # accumulators of a vectorised float max/min: two AVX2 registers of float32
 
 
 class _Indent:
