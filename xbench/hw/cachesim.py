@@ -252,7 +252,7 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
     installed: op 0 load, 1 store, 2 install a fetched line. The engine is one function: calls between
     numba functions with many array arguments cost more than the simulation itself.
     """
-    stk = np.empty((_STACK, 4), np.int64)
+    stk = np.empty((_STACK, 5), np.int64)
     n_levels = lv_sets.shape[0]
     n_streams = starts.shape[0]
     pos = starts.copy()
@@ -327,15 +327,8 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                         m = lv_mask[lv]
                         base = 2 * (copy_off[cp] + ((line & m) if m >= 0 else (line % lv_sets[lv])) * ways)
                         if op == 2:
-                            v = base + 1
+                            v = stk[sp, 4]
                             oldest = state[v]
-                            for k in range(1, ways):
-                                if oldest == 0:
-                                    break
-                                stamp = state[base + 2 * k + 1]
-                                if stamp < oldest:
-                                    v = base + 2 * k + 1
-                                    oldest = stamp
                             if oldest != 0:
                                 stats[cp, 4] += 1
                                 if oldest & 1:
@@ -352,11 +345,19 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                             now += 1
                             state[v] = 2 * now + ln
                             continue
+                        # one pass finds the line or, on a miss, the victim: the first empty way, else the least
+                        # recently used (levels below never touch this set before the line is installed)
                         hit = -1
+                        v = base + 1
+                        oldest = state[v]
                         for k in range(ways):
                             if state[base + 2 * k] == line:
                                 hit = base + 2 * k + 1
                                 break
+                            stamp = state[base + 2 * k + 1]
+                            if stamp < oldest:
+                                v = base + 2 * k + 1
+                                oldest = stamp
                         if op == 0 or lv_wb[lv]:
                             if hit >= 0:
                                 if op == 0:
@@ -376,6 +377,7 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                             stk[sp, 1] = lv
                             stk[sp, 2] = line << bits
                             stk[sp, 3] = op            # a store miss installs the line dirty
+                            stk[sp, 4] = v
                             sp += 1
                             if lv + 1 < n_levels:
                                 stk[sp, 0] = 0
