@@ -281,16 +281,23 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                 end = a0 + size[i]
                 w = write[i]
                 for line0 in range(a0 >> b0, ((end - 1) >> b0) + 1):
+                    v0 = -1
                     if state[memo - 1] == line0 and memo >= 2 * off0 and memo < 2 * (off0 + sets0 * ways0):
                         k0 = memo
                     else:
                         st0 = (line0 & m0) if m0 >= 0 else (line0 % sets0)
                         base0 = 2 * (off0 + st0 * ways0)
                         k0 = -1
+                        v0 = base0 + 1
+                        oldest = state[v0]
                         for k in range(ways0):
                             if state[base0 + 2 * k] == line0:
                                 k0 = base0 + 2 * k + 1
                                 break
+                            stamp = state[base0 + 2 * k + 1]
+                            if stamp < oldest:
+                                v0 = base0 + 2 * k + 1
+                                oldest = stamp
                     if k0 >= 0:
                         memo = k0
                         if w == 0:
@@ -312,6 +319,7 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                     stk[0, 1] = level0
                     stk[0, 2] = lo
                     stk[0, 3] = min(end, la + lsize0) - lo
+                    stk[0, 4] = v0 if k0 < 0 else -1      # a miss found here is not searched for again
                     sp = 1
                     while sp > 0:
                         sp -= 1
@@ -338,6 +346,7 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                                         stk[sp, 1] = lv + 1
                                         stk[sp, 2] = state[v - 1] << bits
                                         stk[sp, 3] = lsize
+                                        stk[sp, 4] = -1
                                         sp += 1
                                     else:
                                         mem[1] += lsize
@@ -348,16 +357,18 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                         # one pass finds the line or, on a miss, the victim: the first empty way, else the least
                         # recently used (levels below never touch this set before the line is installed)
                         hit = -1
-                        v = base + 1
-                        oldest = state[v]
-                        for k in range(ways):
-                            if state[base + 2 * k] == line:
-                                hit = base + 2 * k + 1
-                                break
-                            stamp = state[base + 2 * k + 1]
-                            if stamp < oldest:
-                                v = base + 2 * k + 1
-                                oldest = stamp
+                        v = stk[sp, 4]
+                        if v < 0:
+                            v = base + 1
+                            oldest = state[v]
+                            for k in range(ways):
+                                if state[base + 2 * k] == line:
+                                    hit = base + 2 * k + 1
+                                    break
+                                stamp = state[base + 2 * k + 1]
+                                if stamp < oldest:
+                                    v = base + 2 * k + 1
+                                    oldest = stamp
                         if op == 0 or lv_wb[lv]:
                             if hit >= 0:
                                 if op == 0:
@@ -384,6 +395,7 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                                 stk[sp, 1] = lv + 1
                                 stk[sp, 2] = line << bits
                                 stk[sp, 3] = lsize
+                                stk[sp, 4] = -1
                                 sp += 1
                             else:
                                 mem[0] += lsize
@@ -403,6 +415,7 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                             stk[sp, 1] = lv + 1
                             stk[sp, 2] = a
                             stk[sp, 3] = ln
+                            stk[sp, 4] = -1
                             sp += 1
                         else:
                             mem[1] += ln
