@@ -201,18 +201,29 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor = None, ignore_index:
 def _nll_forward_samples(image: bool):
     def gen(dtype, shapes):
         for s in _nll_samples(dtype, shapes, image):
+            if not image and s.args[0].ndim > 2:      # ATen's nll_loss_forward takes (C,) or (N, C) only
+                continue
             args = s.args + (None,) * (3 - len(s.args))
             red = {"none": 0, "mean": 1, "sum": 2}[s.kwargs.get("reduction", "mean")]
             yield Sample(args + (red, s.kwargs.get("ignore_index", -100)), {}, s.note, s.grad)
     return gen
 
 
+def _nll_aten(input, target, weight, reduction: int, ignore_index: int):
+    out, total = _nll(input, target, weight, ignore_index, _REDUCTIONS[reduction])
+    if reduction == 0 and input.ndim > 1:      # ATen sums no weights when it does not reduce a batch
+        total = xb.zeros((), total.dtype)
+    return out, total
+
+
 @register("loss", samples=_nll_forward_samples(False), torch="torch.ops.aten.nll_loss_forward",
           grad=("self",))
 def nll_loss_forward(self: Tensor, target: Tensor, weight: Tensor, reduction: int, ignore_index: int):
-    """ATen's nll_loss_forward: (output, total_weight), reduction 0 none, 1 mean, 2 sum."""
-    out, total = _nll(self, target, weight, ignore_index, _REDUCTIONS[reduction])
-    return out, total
+    """ATen's nll_loss_forward: (output, total_weight), reduction 0 none, 1 mean, 2 sum; `self` is (C,) or
+    (N, C)."""
+    if self.ndim > 2:
+        raise ValueError(f"nll_loss_forward needs a (C,) or (N, C) input, got {self.shape} (see nll_loss2d_forward)")
+    return _nll_aten(self, target, weight, reduction, ignore_index)
 
 
 @register("loss", samples=_nll_forward_samples(True), torch="torch.ops.aten.nll_loss2d_forward",
@@ -221,7 +232,7 @@ def nll_loss2d_forward(self: Tensor, target: Tensor, weight: Tensor, reduction: 
     """nll_loss_forward for (N, C, H, W) inputs and (N, H, W) targets."""
     if self.ndim != 4:
         raise ValueError(f"nll_loss2d_forward needs an (N, C, H, W) input, got {self.shape}")
-    return _nll(self, target, weight, ignore_index, _REDUCTIONS[reduction])
+    return _nll_aten(self, target, weight, reduction, ignore_index)
 
 
 def _log_softmax(x, axis: int):

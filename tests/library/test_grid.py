@@ -38,9 +38,6 @@ KNOWN: list[Known] = [
           "nll_loss with every target ignored, the NaN std of one element, logcumsumexp of -inf rows, "
           "grid_sample's 16-bit coordinates (computed in float32 by the library, in 16 bits by PyTorch)",
           op="nll_loss_forward|nll_loss2d_forward|std_mean|var_mean|logcumsumexp|grid_sample"),
-    Known("torch", ".*", r"input tensor should be 1D or 2D",
-          "kernels/losses.py: nll_loss_forward's samples include 3-D inputs, which ATen's nll_loss_forward refuses "
-          "(those belong to nll_loss2d_forward)", op="nll_loss_forward"),
     Known("grad", ".*", r"finite differences nan",
           "xbench/library/harness.py check_grad: one-element samples with correction=1 have NaN values and "
           "gradients; the gradient check should skip them", op="std|var|std_mean|var_mean"),
