@@ -163,28 +163,49 @@ def _moments(x, dim, correction, keepdim: bool):
     return var, (mean if keepdim else x.mean(axis=axes, keepdims=False))
 
 
-_MOMENT_SAMPLES = reduction(kwargs=({}, {"correction": 0}))
+def _moment_samples(dtype, shapes):
+    """Reductions with and without Bessel's correction; where it leaves no degree of freedom (one element,
+    correction=1) the values and gradients are NaN, so those samples are not differentiated."""
+    for s in reduction(kwargs=({}, {"correction": 0}))(dtype, shapes):
+        x, dim = s.args[0], s.kwargs.get("dim")
+        axes = range(x.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
+        if math.prod(x.shape[a] for a in axes) <= s.kwargs.get("correction", 1):
+            s = Sample(s.args, s.kwargs, f"{s.note}, no degree of freedom", grad=False)
+        yield s
 
 
-@register("reduction", samples=_MOMENT_SAMPLES, torch="torch.var", grad=True)
+@register("reduction", samples=_moment_samples, torch="torch.var", grad=True)
 def var(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
     """Variance over `dim`, dividing by N - correction (Bessel's correction by default)."""
     return _moments(input, dim, correction, keepdim)[0]
 
 
-@register("reduction", samples=_MOMENT_SAMPLES, torch="torch.std", grad=True)
+@register("reduction", samples=_moment_samples, torch="torch.std", grad=True)
 def std(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
     """Standard deviation over `dim`: sqrt(var)."""
     return xb.sqrt(_moments(input, dim, correction, keepdim)[0])
 
 
-@register("reduction", samples=_MOMENT_SAMPLES, torch="torch.var_mean", grad=True)
+def _torch_with_mean(name: str):
+    """torch.var_mean / std_mean with the mean taken from torch.mean: their Welford update turns the running
+    mean NaN at an infinity (unless it comes last), where the mean is that infinity."""
+    def fn(torch, input, dim=None, correction=1, keepdim=False):
+        stat, _ = getattr(torch, name)(input, dim, correction=correction, keepdim=keepdim)
+        return stat, torch.mean(input, dim, keepdim=keepdim)
+    fn.__name__ = fn.__qualname__ = f"{name}(mean from torch.mean)"
+    return fn
+
+
+_INF_MEAN = "a row holding an infinity has that infinity as its mean (PyTorch's Welford update gives NaN)"
+
+
+@register("reduction", samples=_moment_samples, torch=_torch_with_mean("var_mean"), grad=True, notes=_INF_MEAN)
 def var_mean(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
     """(var, mean) over `dim`."""
     return _moments(input, dim, correction, keepdim)
 
 
-@register("reduction", samples=_MOMENT_SAMPLES, torch="torch.std_mean", grad=True)
+@register("reduction", samples=_moment_samples, torch=_torch_with_mean("std_mean"), grad=True, notes=_INF_MEAN)
 def std_mean(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
     """(std, mean) over `dim`."""
     v, m = _moments(input, dim, correction, keepdim)

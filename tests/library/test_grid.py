@@ -38,9 +38,6 @@ KNOWN: list[Known] = [
           "nll_loss with every target ignored, the NaN std of one element, logcumsumexp of -inf rows, "
           "grid_sample's 16-bit coordinates (computed in float32 by the library, in 16 bits by PyTorch)",
           op="nll_loss_forward|nll_loss2d_forward|std_mean|var_mean|logcumsumexp|grid_sample"),
-    Known("grad", ".*", r"finite differences nan",
-          "xbench/library/harness.py check_grad: one-element samples with correction=1 have NaN values and "
-          "gradients; the gradient check should skip them", op="std|var|std_mean|var_mean"),
     Known("grad", ".*", r"no float64 samples usable",
           "kernels/fused.py: topk_softmax declares a gradient but all its samples are grad=False",
           op="topk_softmax"),
