@@ -114,6 +114,30 @@ def test_conv2d(stride, padding, dilation):
           expect=N.conv2d(x.astype(np.float64), w, b, stride, padding, dilation), atol=1e-4)
 
 
+@pytest.mark.parametrize("batch_parallel", [False, True])
+def test_conv2d_in_panels(batch_parallel):
+    """Every value of the `panel` knob (the packed window operand multiplied a few output rows at a time)."""
+    x, w = f32(2, 3, 12, 7), f32(4, 3, 3, 3)
+    prog = ops.conv2d.lower(x, w, None, padding=1)
+    knob = xb.backends.get("cpu").knobs(prog.kernels[0])["panel"]
+    assert knob.choices == (0, 1, 2, 3, 4, 6)
+    expect = N.conv2d(x.astype(np.float64), w, None, 1, 1)
+    for rows in knob.choices:
+        sched = {prog.kernels[0].name: {"panel": rows, "batch_parallel": batch_parallel}}
+        assert all(r.ok for r in xb.verify(ops.conv2d, x, w, None, padding=1, schedule=sched))
+        np.testing.assert_allclose(ops.conv2d.run(x, w, None, padding=1, schedule=sched), expect, atol=1e-4)
+
+
+def test_float_max_min_reductions_propagate_nan_in_every_lane():
+    """Long rows reduce over 16 accumulators: a NaN in any lane or in the tail, and -inf rows, come out right."""
+    for n in (32, 47, 100):
+        x = f32(4, n)
+        x[0, 5], x[1, n - 1], x[3] = np.nan, np.nan, -np.inf
+        for op, ref in ((ops.amax, np.max), (ops.amin, np.min)):
+            np.testing.assert_array_equal(op(x, 1), ref(x, 1))
+            np.testing.assert_array_equal(op(x, (0, 1)), ref(x))
+
+
 def test_conv2d_is_one_contraction_with_bias_epilogue():
     x, w, b = f32(2, 3, 11, 13), f32(5, 3, 3, 3), f32(5)
     prog = ops.conv2d.lower(x, w, b, padding=1)

@@ -18,7 +18,7 @@ from ...ir import contraction
 from ...ir.kernel import Kernel, Program
 from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
-from .codegen import ModuleWriter, needs_collapse, storage_dtype
+from .codegen import ModuleWriter, needs_collapse, panel_rows, storage_dtype
 from .lowp import LOAD as LOWP
 
 CODEGEN_VERSION = "5"
@@ -110,6 +110,10 @@ class CpuBackend:
             out["batch_parallel"] = Knob("batch_parallel", (False, True), d["batch_parallel"],
                                          "contraction: one single-threaded GEMM per core over the batch, "
                                          "instead of multithreaded BLAS per GEMM")
+        if "panel" in d:
+            out["panel"] = Knob("panel", panel_rows(kernel), d["panel"],
+                                "contraction: pack the right operand this many rows of its outer column axis at "
+                                "a time (0: whole), so each packed panel is multiplied from cache")
         if kernel.row_buffers:
             out["row_buffer"] = Knob("row_buffer", (True, False), True,
                                      "keep a fused row in a scratch buffer, or recompute it where it is read")
@@ -128,6 +132,8 @@ class CpuBackend:
                 # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output
                 s["parallel"] = s["parallel"] and kernel.points() >= PARALLEL_MIN_WORK
             batches = int(np.prod([a.extent for a in roles[1]], dtype=np.int64)) if roles[1] else 1
+            if len(panel_rows(kernel)) > 1:
+                s["panel"] = 0
             if batches > 1:
                 # enough independent GEMMs to give every core whole ones: cheaper than BLAS's own threading
                 s["batch_parallel"] = batches >= 2 * threads()

@@ -523,6 +523,17 @@ def _acc(e: Expr, dtype: str) -> Expr:
 
 # ---- contractions -------------------------------------------------------------------------------------
 
+def panel_rows(k: Kernel) -> tuple[int, ...]:
+    """The `panel` knob's values for a float contraction whose output columns span two or more axes (a
+    windowed operand such as convolution's, which must be packed): 0 packs the whole operand; r > 0 packs and
+    multiplies r rows of the outermost column axis at a time (a divisor of it), so each panel stays in cache."""
+    roles = contraction.roles(k) if k.kind == "contract" else None
+    if roles is None or len(roles[3]) < 2 or roles[0].dtype not in ("float32", "float64"):
+        return (0,)
+    e = roles[3][0].extent
+    return (0,) + tuple(r for r in range(1, e) if e % r == 0)
+
+
 def _prod(axes) -> int:
     return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
 
@@ -584,6 +595,9 @@ class ContractWriter:
             lview = self._view(_acc(c.lhs, dt), self.m, self.kaxes) if c.lhs.dtype == dt else None
             rview = self._view(_acc(c.rhs, dt), self.kaxes, self.n) if c.rhs.dtype == dt else None
             per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
+            panel = int(self.sched.get("panel", 0)) if rview is None and direct_out is not None else 0
+            if panel:
+                rview = "_P"               # no whole packed operand
             alloc = {"_A": (lview is None, lhs_b, f"({M}, {K})"), "_B": (rview is None, rhs_b, f"({K}, {N})"),
                      "_C": (direct_out is None, True, f"({M}, {N})")}
             for name, (needed, varies, shape) in alloc.items():
@@ -607,10 +621,41 @@ class ContractWriter:
                 a_ = lview or "_A"
                 b_ = rview or "_B"
                 out = direct_out or "_C"
-                src(f"np.dot({a_}, {b_}, {out})")
+                if panel:
+                    self._panels(src, a_, c.rhs, dt, out, panel)
+                else:
+                    src(f"np.dot({a_}, {b_}, {out})")
                 if direct_out is None:
                     self._epilogue(src, "_C")
         return src.text()
+
+    def _panels(self, src: Source, a_: str, e: Expr, dt: str, out: str, rows: int) -> None:
+        """Pack `rows` rows of the outer column axis at a time into `_P` and multiply into `_Q`, then copy the
+        panel's columns out: the packed operand is read from cache by the GEMM instead of from memory."""
+        K, outer, inner = _prod(self.kaxes), self.n[0], self.n[1:]
+        width = rows * _prod(inner)
+        M = _prod(self.m)
+        src(f"_P = np.empty(({K}, {width}), {NP_TYPES[dt]})")
+        src(f"_Q = np.empty(({M}, {width}), {NP_TYPES[dt]})")
+        src(f"for _jc in range(0, {outer.extent}, {rows}):")
+        with src.indent():
+            src(f"for _p in range({K}):")
+            with src.indent():
+                unravel(src, "_p", self.kaxes, "_pk")
+                (e2,) = self.w.hoist(src, [_acc(e, dt)], {a.name for a in self.n})
+                src(f"for _r in range({rows}):")
+                with src.indent():
+                    src(f"{outer.name} = _jc + _r")
+                    depth = self.w.loops(src, tuple(inner))
+                    with _Indent(src, depth):
+                        flat = E.linear(tuple(a.var for a in inner), tuple(a.extent for a in inner))
+                        (v,) = self.w.values(src, [e2], set(), set())
+                        src(f"_P[_p, _r * {_prod(inner)} + {self.w.emitter.expr(flat)}] = {v}")
+            src(f"np.dot({a_}, _P, _Q)")
+            src(f"_O = {out}")
+            src(f"for _m in range({M}):")
+            with src.indent():
+                src(f"_O[_m, _jc * {_prod(inner)}:_jc * {_prod(inner)} + {width}] = _Q[_m]")
 
     def _pack_rhs(self, src: Source, e: Expr, dt: str) -> None:
         """Pack B[k, n] with k outer (parallel) so reads along n stay contiguous when they are."""
