@@ -241,11 +241,21 @@ def _source(coord, size: int, padding_mode: str, align_corners: bool):
     return c
 
 
-@register("resample", samples=S.grid_sample_cases, torch="torch.nn.functional.grid_sample", grad=True)
+def _torch_grid_sample(torch, input, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    """F.grid_sample with 16-bit inputs computed in float32 and rounded once, as PyTorch's CUDA kernel does (its
+    opmath type; the CPU kernel computes the source positions in 16 bits, a pixel or more off at bfloat16)."""
+    wide = input.dtype in (torch.float16, torch.bfloat16)
+    out = torch.nn.functional.grid_sample(input.float() if wide else input, grid.float() if wide else grid, mode,
+                                          padding_mode, align_corners)
+    return out.to(input.dtype)
+
+
+@register("resample", samples=S.grid_sample_cases, torch=_torch_grid_sample, grad=True)
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: bool = False):
     """Samples input [N, C, H, W] at grid [N, Ho, Wo, 2] points ((x, y) in [-1, 1]): modes bilinear, nearest
-    (ties to even) and bicubic; padding zeros, border or reflection. 4-D inputs only."""
+    (ties to even) and bicubic; padding zeros, border or reflection. 4-D inputs only. 16-bit inputs have their
+    positions and weights computed in float32, as PyTorch's CUDA kernel."""
     if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
         raise ValueError(f"grid_sample: input must be [N, C, H, W] and grid [N, Ho, Wo, 2]; got "
                          f"{tuple(input.shape)} and {tuple(grid.shape)} (volumetric 5-D sampling is not provided)")
@@ -256,7 +266,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                          f"{padding_mode!r}")
     n, c, h, w = input.shape
     _, ho, wo, _ = grid.shape
-    grid = grid.astype(input.dtype) if grid.dtype != input.dtype else grid
+    grid = grid.astype("float32" if input.dtype in ("float16", "bfloat16") else input.dtype)
     batch = xb.iota((n, ho, wo), 0)
 
     def read(iy, ix):
@@ -278,7 +288,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                 cy = _bound(y0 + (j - 1), h, padding_mode, align_corners)
                 term = read(cy, cx) * (wx[i] * wy[j])[:, None]
                 out = term if out is None else out + term
-        return out
+        return out.astype(input.dtype)
 
     x = _source(grid[..., 0], w, padding_mode, align_corners)
     y = _source(grid[..., 1], h, padding_mode, align_corners)
@@ -288,7 +298,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     fx, fy = x - x0, y - y0
     ix, iy = x0.astype("int64"), y0.astype("int64")
     return (read(iy, ix) * ((1 - fx) * (1 - fy))[:, None] + read(iy, ix + 1) * (fx * (1 - fy))[:, None]
-            + read(iy + 1, ix) * ((1 - fx) * fy)[:, None] + read(iy + 1, ix + 1) * (fx * fy)[:, None])
+            + read(iy + 1, ix) * ((1 - fx) * fy)[:, None] + read(iy + 1, ix + 1) * (fx * fy)[:, None]
+            ).astype(input.dtype)
 
 
 def _cubic_terms(t):

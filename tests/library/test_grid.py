@@ -33,11 +33,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known("torch", ".*", r"PyTorch differs from the reference",
-          "reference vs PyTorch at special values or degenerate samples: the count/total output of "
-          "nll_loss with every target ignored, the NaN std of one element, logcumsumexp of -inf rows, "
-          "grid_sample's 16-bit coordinates (computed in float32 by the library, in 16 bits by PyTorch)",
-          op="nll_loss_forward|nll_loss2d_forward|std_mean|var_mean|logcumsumexp|grid_sample"),
     Known("grad", ".*", r"no float64 samples usable",
           "kernels/fused.py: topk_softmax declares a gradient but all its samples are grad=False",
           op="topk_softmax"),
