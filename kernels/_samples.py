@@ -939,6 +939,7 @@ def distinct(shapes: ShapeSet, dtype: str, shape, dim: int, *key) -> np.ndarray:
     256): sorts and top-k have one right answer, whatever the tie-breaking."""
     rng = shapes.rng("distinct", *key, tuple(shape), dtype)
     shape = tuple(shape)
+    dim %= len(shape)
     n = shape[dim]
     moved = (n,) + shape[:dim] + shape[dim + 1:]
     lines = int(np.prod(moved[1:])) if len(moved) > 1 else 1

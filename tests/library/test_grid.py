@@ -33,9 +33,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known("grad", ".*", r"no float64 samples usable",
-          "kernels/fused.py: topk_softmax declares a gradient but all its samples are grad=False",
-          op="topk_softmax"),
     Known("grad", ".*", r"differs from torch.autograd|gradient operator on cpu differs",
           "gradients of the normalisations (weight given as a 1-element or broadcast tensor; torch.autograd "
           "reduces over other axes) and of bias_gelu/add compiled on cpu (float64 fast-math approximations, "
