@@ -156,6 +156,20 @@ def test_static_control_flow_and_operator_calls():
     np.testing.assert_allclose(mlp(x[:1], ws, residual=False).shape, (1, 8))
 
 
+@pytest.mark.parametrize("shape", [(), (5,)])
+def test_a_result_returned_twice_is_copied_after_it_is_computed(shape):
+    @xb.tensor_op
+    def twice(x: Tensor):
+        y = x * 2.0 + 1.0
+        return y, x, y, x
+
+    x = np.asarray(f32(*shape))
+    for backend in ("reference", "cpu"):
+        got = twice.run(x, backend=backend)
+        for g, want in zip(got, (x * 2 + 1, x, x * 2 + 1, x)):
+            np.testing.assert_allclose(g, want, rtol=1e-6, err_msg=backend)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
 def test_dtypes(dtype):
     @xb.tensor_op

@@ -126,16 +126,17 @@ class LowerCtx:
         g = self.graph
         out_names: list[str] = []
         kernels: list[Kernel] = []
+        copies: list[Kernel] = []
         # name graph outputs first so their buffers are called out, out1, ...
         for i, v in enumerate(g.outputs):
             name = "out" if i == 0 else f"out{i}"
             self._taken.add(name)
-            if v.id in self.buffer_of:          # an input (or an output listed twice): copy it
+            if v.id in self.buffer_of:          # an input (or an output listed twice): copy it, after the rest
                 src = self.buffer_of[v.id]
                 self.buffers[name] = Buffer(name, v.shape, v.dtype, "output")
                 axes = tuple(self.axis(n) for n in v.shape)
                 idx = tuple(a.var for a in axes)
-                kernels.append(Kernel("copy", "elementwise", axes, [Store(name, (), idx, Load(src, idx, v.dtype))]))
+                copies.append(Kernel("copy", "elementwise", axes, [Store(name, (), idx, Load(src, idx, v.dtype))]))
             else:
                 self.buffers[name] = Buffer(name, v.shape, v.dtype, "output")
                 self.buffer_of[v.id] = name
@@ -155,7 +156,7 @@ class LowerCtx:
                 kernels.append(Kernel(e.prim.name, "elementwise", axes, [Store(self.buffer(v), (), idx, value)]))
             kernels[-1].origin.append(e.prim.name if e.prim.name not in ("unary", "binary", "reduce")
                                       else e.params.get("fn") or e.params.get("kind"))
-        return kernels, out_names
+        return kernels + copies, out_names
 
 
 # ---- fusion -------------------------------------------------------------------------------------------
