@@ -51,7 +51,9 @@ class Comparison:
 
 
 def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None, reduction: int = 1,
-            klass: str | None = None) -> Comparison:
+            klass: str | None = None, scale: float | None = None) -> Comparison:
+    """`out` against `ref` within the tolerance of `dtype`; the absolute part is relative to `scale` (default:
+    the largest finite magnitude in `ref`)."""
     out = np.asarray(out)
     ref = np.asarray(ref)
     dtype = dtype or ("bool" if out.dtype == np.bool_ else str(out.dtype))
@@ -78,7 +80,8 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str | None = None, reductio
         r = np.where(np.isinf(rounded) & np.isfinite(r), rounded, r)
     rtol, factor = tolerance(dtype, reduction, klass)
     finite = np.isfinite(r)
-    scale = float(np.max(np.abs(r[finite]))) if finite.any() else 0.0
+    if scale is None:
+        scale = float(np.max(np.abs(r[finite]))) if finite.any() else 0.0
     atol = factor * max(scale, 1e-30)
     nan_ok = np.isnan(o) == np.isnan(r)
     inf_ok = np.where(np.isinf(r), o == r, ~np.isinf(o) | ~finite)

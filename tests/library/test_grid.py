@@ -33,12 +33,6 @@ class Known:
 
 
 KNOWN: list[Known] = [
-    Known("grad", ".*", r"differs from torch.autograd|gradient operator on cpu differs",
-          "gradients of the normalisations (weight given as a 1-element or broadcast tensor; torch.autograd "
-          "reduces over other axes) and of bias_gelu/add compiled on cpu (float64 fast-math approximations, "
-          "a 0-d cotangent) differ beyond the float64 tolerance",
-          op="_weight_norm_interface|native_batch_norm|native_layer_norm|layer_norm|skip_layer_norm|"
-             "fused_add_rms_norm|bias_gelu|add"),
     Known("cpu", r"\(int32\[\], int32\[\]\)", r"values differ",
           "xbench/backends/cpu/codegen.py: integer fmod of two 0-d operands (np.fmod inside numba) differs from "
           "numpy's", op="fmod"),

@@ -79,6 +79,22 @@ def test_the_gradient_check_compares_with_torch_autograd(registered):
     assert c.status == "fail" and "torch.autograd" in c.reason, c.reason
 
 
+def test_outputs_pytorch_does_not_differentiate_get_no_cotangent_against_torch_autograd(registered):
+    def doubled_and_total(input):               # like native_layer_norm's statistics: detached in PyTorch
+        return input * 2.0, input.sum()
+    name, _ = registered(doubled_and_total, grad=True,
+                         torch=lambda torch, input: (input * 2.0, input.sum().detach()))
+    c = harness.check(name, "grad", "float64", "quick")
+    assert c.status == "pass" and "does not differentiate output(s) 1" in c.notes, c.reason
+
+    def tripled_and_total(input):
+        return input * 3.0, input.sum()
+    name, _ = registered(tripled_and_total, grad=True,
+                         torch=lambda torch, input: (input * 2.0 + input.detach(), input.sum().detach()))
+    c = harness.check(name, "grad", "float64", "quick")
+    assert c.status == "fail" and "torch.autograd" in c.reason, c.reason
+
+
 def test_a_wrong_backend_result_fails_with_its_worst_error(registered, monkeypatch):
     def double(input):
         return input * 2.0
