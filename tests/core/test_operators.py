@@ -138,6 +138,16 @@ def test_float_max_min_reductions_propagate_nan_in_every_lane():
             np.testing.assert_array_equal(op(x, (0, 1)), ref(x))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_fmod_has_the_sign_of_the_dividend(dtype):
+    """C's remainder, as numpy's fmod: every sign pair, 0-d operands, a zero divisor and INT_MIN % -1 give 0."""
+    a = np.array([-7, 7, -7, 7, 9, np.iinfo(dtype).min, 5, -5], dtype)
+    b = np.array([9, -9, -9, 9, 3, -1, 0, 0], dtype)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(ops.fmod.run(a, b, backend="cpu"), np.fmod(a, b))
+    assert ops.fmod.run(np.asarray(dtype(-7)), np.asarray(dtype(9)), backend="cpu") == -7
+
+
 def test_conv2d_is_one_contraction_with_bias_epilogue():
     x, w, b = f32(2, 3, 11, 13), f32(5, 3, 3, 3), f32(5)
     prog = ops.conv2d.lower(x, w, b, padding=1)

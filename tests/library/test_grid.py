@@ -32,11 +32,7 @@ class Known:
     op: str = ".*"      # regex on the operator name
 
 
-KNOWN: list[Known] = [
-    Known("cpu", r"\(int32\[\], int32\[\]\)", r"values differ",
-          "xbench/backends/cpu/codegen.py: integer fmod of two 0-d operands (np.fmod inside numba) differs from "
-          "numpy's", op="fmod"),
-]
+KNOWN: list[Known] = []
 
 
 def _known(cell) -> bool:

@@ -63,6 +63,16 @@ def _xb_rsqrt(x):
     if s == 0.0:
         return math.copysign(math.inf, x)
     return 0.0 if s == math.inf else 1.0 / s
+
+
+# C's integer remainder (the sign of a), 0 for b == 0 as numpy: numba's np.fmod of integer scalars is wrong for
+# negative operands; b == -1 is answered first (INT_MIN % -1 traps)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_ifmod(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    r = a % b
+    return r - b if r != 0 and (r < 0) != (a < 0) else r
 '''
 
 
@@ -129,7 +139,8 @@ class ModuleWriter:
         if fn == "bitwise_not":
             return f"(~{args[0]})"
         if fn == "fmod" and is_int(dtype):
-            return f"np.fmod({args[0]}, {args[1]})"
+            self.helpers.add("runtime")
+            return f"_xb_ifmod({args[0]}, {args[1]})"
         if fn == "pow" and is_int(dtype):
             return f"({args[0]} ** max({args[1]}, 0))"
         if fn == "sigmoid":
