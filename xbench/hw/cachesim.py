@@ -36,21 +36,30 @@ Give one Trace per core/SM (a list) to simulate private caches under a shared le
 from __future__ import annotations
 
 import math
+import platform
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import llvmlite.binding as llvm
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .target import Target, get_target
 
 # statistics columns, per cache copy
 LOAD_HIT, LOAD_MISS, STORE_HIT, STORE_MISS, EVICT, WRITEBACK, WT_COUNT, WT_BYTES = range(8)
 N_STATS = 8
-_OP_LOAD, _OP_STORE, _OP_INJECT = 0, 1, 2
-_STACK = 256
+_U0, _U1, _U2, _U3, _U8 = (np.uint64(k) for k in (0, 1, 2, 3, 8))    # unsigned indices
+_BITS, _WAYS, _SETS, _MASK, _OFF, _ROW, _WB, _BIG = (np.uint64(k) for k in range(8))    # `_run`'s level table
+_MEMO_MASK = 15          # lines remembered at the entry level, less one (a power of two)
+_AHEAD = 16              # accesses ahead whose sets are prefetched
+_BIG_WAYS = 1 << 14      # ways of a level (all copies; 16 bytes each) from which its sets are prefetched
 WRITE_POLICIES = ("write-back", "write-through")
 
 
@@ -240,6 +249,71 @@ def _as_streams(streams: Trace | Sequence[Trace]) -> list[Trace]:
 
 # --- the compiled engine ---------------------------------------------------------------------------------
 
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Ask the host CPU to bring the cache line of arr[idx] close, for writing (no effect on results)."""
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, [args[1]], wraparound=False)
+        i32 = ir.IntType(32)
+        ptr = builder.bitcast(ptr, ir.IntType(8).as_pointer())
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [ptr, i32(1), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.void(arr, idx), codegen
+
+
+@njit(inline="always")
+def _first_way(P, r, line):
+    """Index in `state` of the first way of `line`'s set, at the level whose row in `_run`'s table starts at r."""
+    m = P[r + _MASK]
+    st = (line & m) if m >= 0 else np.int64(np.uint64(line) % np.uint64(P[r + _SETS]))
+    return np.uint64(P[r + _OFF] + 2 * st * P[r + _WAYS])
+
+
+@njit(inline="always")
+def _search(state, j, ways, line):
+    """One pass over the set whose first way is at state[j]: where `line` is (0: absent), and the way to
+    replace (the first empty one, else the least recently used) with its stamp."""
+    hit = _U0
+    v = j + _U1
+    oldest = state[v]
+    for k in range(ways):
+        if state[j] == line:
+            hit = j + _U1
+        stamp = state[j + _U1]
+        if stamp < oldest:
+            v = j + _U1
+            oldest = stamp
+        j += _U2
+    return hit, v, oldest
+
+
+@njit(inline="always")
+def _prefetch_set(state, j, ways):
+    """Prefetch the host cache lines of the set starting at state[j] (`state` starts on a line boundary)."""
+    k = j & ~np.uint64(7)
+    while k < j + np.uint64(2 * ways):
+        _prefetch(state, k)
+        k += np.uint64(8)
+
+
+@contextmanager
+def _conditional_moves_kept():
+    """Compile with LLVM's x86 pass that turns conditional moves in loops into branches switched off: the
+    search for the least recently used way would branch on every new minimum, which random traces mispredict
+    (about twice as slow on them)."""
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    if x86:
+        llvm.set_option("", "-x86-cmov-converter=false")
+    try:
+        yield
+    finally:
+        if x86:
+            llvm.set_option("", "-x86-cmov-converter=true")
+
+
 @njit(cache=True, nogil=True)
 def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base, copy_off, state, stats, mem, clock,
          addr, size, write, starts, ends, cores, chunk, lru_store):
@@ -247,15 +321,41 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
 
     `state` holds two int64 per way, side by side so a set's ways share host cache lines: the line number
     (-1 when empty) and 2 × last-use time + dirty bit (0 when empty). Hits at the entry level take a short
-    path; anything else runs on an explicit stack of requests (rows: op, level, address, length or dirty
-    flag) so that everything a miss causes below happens, deepest first, before the missing line is
-    installed: op 0 load, 1 store, 2 install a fetched line. The engine is one function: calls between
-    numba functions with many array arguments cost more than the simulation itself.
+    path. A miss descends level by level until a hit (or memory), installing the line at each level that
+    allocates as it passes: only the order of last uses within a set matters, and nothing below a level
+    touches that level's sets. A dirty victim's write-back (a store of the whole line to the level below)
+    waits until the descent is over; write-backs pending at several levels run deepest first, each
+    descending in turn. The engine is one function (with inlined helpers): calls between numba functions
+    with many array arguments cost more than the simulation itself.
+
+    Indices into `state` and levels are unsigned (numba checks signed ones for negative values); those into
+    `state` point at a way's second word, so 0 means none. Each level remembers where the stream last found
+    or put a line (the entry level, for 16 lines by line number) and checks that way before searching the
+    set. Levels whose state (all copies) outgrows the host's caches have their sets prefetched: the deepest
+    for the access `_AHEAD` places ahead while the entry level misses often, any for a dirty victim.
     """
-    stk = np.empty((_STACK, 5), np.int64)
     n_levels = lv_sets.shape[0]
     n_streams = starts.shape[0]
     pos = starts.copy()
+    nl = np.uint64(n_levels)
+    l0 = np.uint64(level0)
+    # per level, a row of 8 (one more stands for memory): line bits, ways, sets, set mask (-1: sets is not a
+    # power of two), for the core being simulated its copy's first index in `state` and its row of `stats`,
+    # write-back?, prefetched?
+    P = np.zeros((n_levels + 1) * 8, np.int64)
+    for lv in range(n_levels):
+        copies = (lv_base[lv + 1] if lv + 1 < n_levels else stats.shape[0]) - lv_base[lv]
+        P[8 * lv:8 * lv + 4] = (lv_bits[lv], lv_ways[lv], lv_sets[lv], lv_mask[lv])
+        P[8 * lv + 6] = lv_wb[lv]
+        P[8 * lv + 7] = copies * lv_sets[lv] * lv_ways[lv] >= _BIG_WAYS
+    pf = -1                                  # the deepest prefetched level (its row), for the accesses ahead
+    for lv in range(level0, n_levels):
+        if P[8 * lv + 7]:
+            pf = 8 * lv
+    pfr = np.uint64(max(pf, 0))
+    wbq = np.full(n_levels, -1, np.int64)    # per level, the address of a dirty victim to write back (-1: none)
+    lmemo = np.zeros(n_levels, np.uint64)    # per level below the entry, where the stream last found or put a line
+    memo = np.zeros(_MEMO_MASK + 1, np.uint64)   # at the entry level, the same for recent lines, by line number
     b0 = lv_bits[level0]
     lsize0 = np.int64(1) << b0
     ways0 = lv_ways[level0]
@@ -263,6 +363,7 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
     m0 = lv_mask[level0]
     wb0 = lv_wb[level0]
     now = clock[0]
+    ahead = False                            # prefetch for the accesses ahead
     remaining = True
     while remaining:
         remaining = False
@@ -273,152 +374,140 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                 continue
             q = min(p + chunk, e_)
             core = cores[s_]
-            cp0 = lv_base[level0] + (core if lv_private[level0] else 0)
-            off0 = copy_off[cp0]
-            memo = 1                      # where this stream last hit; checked before it is trusted
-            for i in range(p, q):
+            for lv in range(n_levels):
+                cp = lv_base[lv] + (core if lv_private[lv] else 0)
+                P[8 * lv + 4] = 2 * copy_off[cp]
+                P[8 * lv + 5] = cp
+                lmemo[lv] = 2 * copy_off[cp] + 1    # a way of this copy: trusted only if it holds the line
+            cp0 = P[8 * level0 + 5]
+            off0 = np.uint64(P[8 * level0 + 4])
+            memo[:] = off0 + _U1          # a way of this copy: trusted only if it holds the line
+            load_hits = 0
+            store_hits = 0
+            for i in range(p - _AHEAD if ahead else p, q):
+                if ahead:
+                    k = i + _AHEAD
+                    if k < q:
+                        b = P[pfr + _BITS]
+                        line = addr[k] >> b
+                        if k >= 2 and line != addr[k - 1] >> b and line != addr[k - 2] >> b:  # (not just fetched)
+                            _prefetch_set(state, _first_way(P, pfr, line), P[pfr + _WAYS])
+                    if i < p:
+                        continue
                 a0 = addr[i]
                 end = a0 + size[i]
                 w = write[i]
                 for line0 in range(a0 >> b0, ((end - 1) >> b0) + 1):
-                    v0 = -1
-                    if state[memo - 1] == line0 and memo >= 2 * off0 and memo < 2 * (off0 + sets0 * ways0):
-                        k0 = memo
-                    else:
-                        st0 = (line0 & m0) if m0 >= 0 else (line0 % sets0)
-                        base0 = 2 * (off0 + st0 * ways0)
-                        k0 = -1
-                        v0 = base0 + 1
-                        oldest = state[v0]
-                        for k in range(ways0):
-                            if state[base0 + 2 * k] == line0:
-                                k0 = base0 + 2 * k + 1
-                                break
-                            stamp = state[base0 + 2 * k + 1]
-                            if stamp < oldest:
-                                v0 = base0 + 2 * k + 1
-                                oldest = stamp
-                    if k0 >= 0:
-                        memo = k0
+                    slot = np.uint64(line0 & _MEMO_MASK)
+                    hit = memo[slot]
+                    if state[hit - _U1] != line0:
+                        st = (line0 & m0) if m0 >= 0 else np.int64(np.uint64(line0) % np.uint64(sets0))
+                        hit, v, oldest = _search(state, off0 + np.uint64(2 * st * ways0), ways0, line0)
+                        if hit or w == 0 or wb0:     # (a store does not allocate at a write-through level)
+                            memo[slot] = hit if hit else v
+                    if hit:
                         if w == 0:
-                            stats[cp0, 0] += 1
+                            load_hits += 1
                             now += 1
-                            state[k0] = 2 * now + (state[k0] & 1)
+                            state[hit] = 2 * now + (state[hit] & 1)
                             continue
                         if wb0:
-                            stats[cp0, 2] += 1
+                            store_hits += 1
                             if lru_store:
                                 now += 1
-                                state[k0] = 2 * now + 1
+                                state[hit] = 2 * now + 1
                             else:
-                                state[k0] |= 1
+                                state[hit] |= 1
                             continue
+                    # a miss, or a store hit at a write-through entry level
                     la = line0 << b0
-                    lo = max(a0, la)
-                    stk[0, 0] = 1 if w else 0
-                    stk[0, 1] = level0
-                    stk[0, 2] = lo
-                    stk[0, 3] = min(end, la + lsize0) - lo
-                    stk[0, 4] = v0 if k0 < 0 else -1      # a miss found here is not searched for again
-                    sp = 1
-                    while sp > 0:
-                        sp -= 1
-                        op = stk[sp, 0]
-                        lv = stk[sp, 1]
-                        a = stk[sp, 2]
-                        ln = stk[sp, 3]
-                        bits = lv_bits[lv]
-                        line = a >> bits
-                        lsize = np.int64(1) << bits
-                        ways = lv_ways[lv]
-                        cp = lv_base[lv] + (core if lv_private[lv] else 0)
-                        m = lv_mask[lv]
-                        base = 2 * (copy_off[cp] + ((line & m) if m >= 0 else (line % lv_sets[lv])) * ways)
-                        if op == 2:
-                            v = stk[sp, 4]
-                            oldest = state[v]
-                            if oldest != 0:
-                                stats[cp, 4] += 1
-                                if oldest & 1:
-                                    stats[cp, 5] += 1
-                                    if lv + 1 < n_levels:
-                                        stk[sp, 0] = 1
-                                        stk[sp, 1] = lv + 1
-                                        stk[sp, 2] = state[v - 1] << bits
-                                        stk[sp, 3] = lsize
-                                        stk[sp, 4] = -1
-                                        sp += 1
+                    a = max(a0, la)
+                    ln = min(end, la + lsize0) - a
+                    op = 1 if w else 0
+                    lv = l0
+                    pending = 0                   # write-backs waiting in `wbq`
+                    while True:
+                        # descend until a hit, or memory
+                        while lv < nl:
+                            r = lv << _U3
+                            bits = P[r + _BITS]
+                            line = a >> bits
+                            if lv != l0 and state[lmemo[lv] - _U1] == line:
+                                hit = lmemo[lv]
+                            elif lv != l0:        # (the entry level was searched above)
+                                hit, v, oldest = _search(state, _first_way(P, r, line), P[r + _WAYS], line)
+                            cp = np.uint64(P[r + _ROW])
+                            if op == 0 or P[r + _WB]:
+                                if hit:
+                                    lmemo[lv] = hit
+                                    if op == 0:
+                                        stats[cp, 0] += 1
+                                        now += 1
+                                        state[hit] = 2 * now + (state[hit] & 1)
                                     else:
-                                        mem[1] += lsize
-                            state[v - 1] = line
-                            now += 1
-                            state[v] = 2 * now + ln
-                            continue
-                        # one pass finds the line or, on a miss, the victim: the first empty way, else the least
-                        # recently used (levels below never touch this set before the line is installed)
-                        hit = -1
-                        v = stk[sp, 4]
-                        if v < 0:
-                            v = base + 1
-                            oldest = state[v]
-                            for k in range(ways):
-                                if state[base + 2 * k] == line:
-                                    hit = base + 2 * k + 1
+                                        stats[cp, 2] += 1
+                                        if lru_store:
+                                            now += 1
+                                            state[hit] = 2 * now + 1
+                                        else:
+                                            state[hit] |= 1
                                     break
-                                stamp = state[base + 2 * k + 1]
-                                if stamp < oldest:
-                                    v = base + 2 * k + 1
-                                    oldest = stamp
-                        if op == 0 or lv_wb[lv]:
-                            if hit >= 0:
+                                lmemo[lv] = v
                                 if op == 0:
-                                    stats[cp, 0] += 1
-                                    now += 1
-                                    state[hit] = 2 * now + (state[hit] & 1)
+                                    stats[cp, 1] += 1
                                 else:
+                                    stats[cp, 3] += 1
+                                if oldest != 0:            # (the victim's stamp, from the search)
+                                    stats[cp, 4] += 1
+                                    if oldest & 1:
+                                        stats[cp, 5] += 1
+                                        if lv + _U1 < nl:
+                                            wbq[lv] = state[v - _U1] << bits
+                                            pending += 1
+                                            if P[r + _U8 + _BIG]:
+                                                j = _first_way(P, r + _U8, wbq[lv] >> P[r + _U8 + _BITS])
+                                                _prefetch_set(state, j, P[r + _U8 + _WAYS])
+                                        else:
+                                            mem[1] += np.int64(1) << bits
+                                state[v - _U1] = line
+                                now += 1
+                                state[v] = 2 * now + op    # a store miss installs the line dirty
+                                op = 0                     # and the line is fetched from below
+                                a = line << bits
+                                ln = np.int64(1) << bits
+                            else:
+                                # a store at a write-through level: update if present (never dirty), forward
+                                if hit:
+                                    lmemo[lv] = hit
                                     stats[cp, 2] += 1
                                     if lru_store:
                                         now += 1
-                                        state[hit] = 2 * now + 1
-                                    else:
-                                        state[hit] |= 1
-                                continue
-                            stats[cp, 1 if op == 0 else 3] += 1
-                            stk[sp, 0] = 2
-                            stk[sp, 1] = lv
-                            stk[sp, 2] = line << bits
-                            stk[sp, 3] = op            # a store miss installs the line dirty
-                            stk[sp, 4] = v
-                            sp += 1
-                            if lv + 1 < n_levels:
-                                stk[sp, 0] = 0
-                                stk[sp, 1] = lv + 1
-                                stk[sp, 2] = line << bits
-                                stk[sp, 3] = lsize
-                                stk[sp, 4] = -1
-                                sp += 1
+                                        state[hit] = 2 * now
+                                else:
+                                    stats[cp, 3] += 1
+                                stats[cp, 6] += 1
+                                stats[cp, 7] += ln
+                            lv += _U1
+                        if lv == nl:                   # a line fetched, or bytes written
+                            if op == 0:
+                                mem[0] += ln
                             else:
-                                mem[0] += lsize
-                            continue
-                        # a store at a write-through level: update if present (never dirty), always forward
-                        if hit >= 0:
-                            stats[cp, 2] += 1
-                            if lru_store:
-                                now += 1
-                                state[hit] = 2 * now
-                        else:
-                            stats[cp, 3] += 1
-                        stats[cp, 6] += 1
-                        stats[cp, 7] += ln
-                        if lv + 1 < n_levels:
-                            stk[sp, 0] = 1
-                            stk[sp, 1] = lv + 1
-                            stk[sp, 2] = a
-                            stk[sp, 3] = ln
-                            stk[sp, 4] = -1
-                            sp += 1
-                        else:
-                            mem[1] += ln
+                                mem[1] += ln
+                        if pending == 0:
+                            break
+                        # write back the deepest dirty victim: a store of the whole line to the level below
+                        lv = nl - _U2
+                        while wbq[lv] < 0:
+                            lv -= _U1
+                        a = wbq[lv]
+                        wbq[lv] = -1
+                        pending -= 1
+                        op = 1
+                        ln = np.int64(1) << P[(lv << _U3) + _BITS]
+                        lv += _U1
+            stats[cp0, 0] += load_hits
+            stats[cp0, 2] += store_hits
+            ahead = pf >= 0 and 4 * (load_hits + store_hits) < 3 * (q - p)
             pos[s_] = q
             if q < e_:
                 remaining = True
@@ -542,6 +631,13 @@ def _mb(n: float) -> str:
 
 # --- the simulator -------------------------------------------------------------------------------------------
 
+def _aligned(n: int) -> np.ndarray:
+    """An int64 array starting at a 64-byte boundary, so that sets of 4, 8, 16 ways fill whole host cache lines."""
+    buf = np.empty(n + 8, np.int64)
+    k = (-buf.ctypes.data % 64) // 8
+    return buf[k:k + n]
+
+
 class CacheSimulator:
     """Stateful simulator: run traces, reset counters (after a warm-up), flush, inspect.
 
@@ -569,8 +665,9 @@ class CacheSimulator:
         self._off = np.zeros(len(entries), np.int64)
         self._off[1:] = np.cumsum(entries)[:-1]
         total = int(entries.sum())
-        self._state = np.zeros(2 * total, np.int64)    # per way: line number (-1: empty), 2 × last use + dirty
+        self._state = _aligned(2 * total)               # per way: line number (-1: empty), 2 × last use + dirty
         self._state[0::2] = -1
+        self._state[1::2] = 0
         self._stats = np.zeros((len(entries), N_STATS), np.int64)
         self._mem = np.zeros(2, np.int64)
         self._clock = np.zeros(1, np.int64)
@@ -595,9 +692,14 @@ class CacheSimulator:
 
     def _call_run(self, level0: int, trace: Trace, starts: np.ndarray, ends: np.ndarray, cores: np.ndarray,
                   chunk: int) -> None:
-        _run(np.int64(level0), self._sets, self._ways, self._bits, self._mask, self._wb, self._private, self._base,
-             self._off, self._state, self._stats, self._mem, self._clock, trace.addr,
-             trace.size, trace.write, starts, ends, cores, np.int64(chunk), self.lru_on_store_hit)
+        args = (np.int64(level0), self._sets, self._ways, self._bits, self._mask, self._wb, self._private, self._base,
+                self._off, self._state, self._stats, self._mem, self._clock, trace.addr, trace.size, trace.write,
+                starts, ends, cores, np.int64(chunk), self.lru_on_store_hit)
+        if _run.signatures:
+            _run(*args)
+        else:
+            with _conditional_moves_kept():     # the first call compiles the engine (or loads it from the cache)
+                _run(*args)
 
     def flush(self) -> CacheSimulator:
         """Write every dirty line down to memory, level by level (counted as write-backs)."""
