@@ -6,7 +6,8 @@ For each operator: the median time of each contender (xbench's timing protocol: 
 median and spread, noisy runs flagged), the ratio of each peer's time to xbench's (>1 means xbench is faster),
 and xbench's % of this machine's limit measured in the same run: memory bandwidth (STREAM triad, all cores)
 for the row-wise and elementwise ops, peak FLOP/s (xbench's own FMA kernel) for the contractions. Then the
-compile-time story: cold compile (empty cache, new process) and warm start (second process) per operator.
+compile-time story per operator, each in a new process after the runtime's once-per-process start (timed
+apart): cold compile (empty cache) and warm start (the cache the cold run left).
 """
 from __future__ import annotations
 
