@@ -279,7 +279,7 @@ def _search(state, j, ways, line):
     hit = _U0
     v = j + _U1
     oldest = state[v]
-    for k in range(ways):
+    for _ in range(ways):
         if state[j] == line:
             hit = j + _U1
         stamp = state[j + _U1]
