@@ -17,6 +17,7 @@ reports), `.kernels` (per-kernel source/resources/schedule) and `.run(*arrays) -
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Protocol
@@ -54,7 +55,7 @@ class KernelInfo:
 
 
 @dataclass
-class Artifact:
+class Artifact(ABC):
     backend: str
     program: Program
     source: str
@@ -64,8 +65,9 @@ class Artifact:
     cache_hit: bool = False
     predicted: bool = False                  # timings of this backend come from a model, not this machine
 
+    @abstractmethod
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        raise NotImplementedError(f"backend {self.backend!r} cannot run artifacts")
+        """Run on arrays in `program.inputs` order (C-contiguous); one array per program output."""
 
     @property
     def schedules(self) -> dict[str, Schedule]:

@@ -291,6 +291,21 @@ def _search(state, j, ways, line):
 
 
 @njit(inline="always")
+def _touch(state, hit, now, store, lru_store):
+    """A hit at state[hit] (a stamp): a load makes it the most recently used; a store also marks it dirty,
+    and moves it in the LRU order only with `lru_store`. Returns the clock."""
+    if not store:
+        now += 1
+        state[hit] = 2 * now + (state[hit] & 1)
+    elif lru_store:
+        now += 1
+        state[hit] = 2 * now + 1
+    else:
+        state[hit] |= 1
+    return now
+
+
+@njit(inline="always")
 def _prefetch_set(state, j, ways):
     """Prefetch the host cache lines of the set starting at state[j] (`state` starts on a line boundary)."""
     k = j & ~np.uint64(7)
@@ -405,20 +420,13 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                         hit, v, oldest = _search(state, off0 + np.uint64(2 * st * ways0), ways0, line0)
                         if hit or w == 0 or wb0:     # (a store does not allocate at a write-through level)
                             memo[slot] = hit if hit else v
-                    if hit:
+                    if hit and (w == 0 or wb0):
                         if w == 0:
                             load_hits += 1
-                            now += 1
-                            state[hit] = 2 * now + (state[hit] & 1)
-                            continue
-                        if wb0:
+                        else:
                             store_hits += 1
-                            if lru_store:
-                                now += 1
-                                state[hit] = 2 * now + 1
-                            else:
-                                state[hit] |= 1
-                            continue
+                        now = _touch(state, hit, now, w != 0, lru_store)
+                        continue
                     # a miss, or a store hit at a write-through entry level
                     la = line0 << b0
                     a = max(a0, la)
@@ -440,17 +448,8 @@ def _run(level0, lv_sets, lv_ways, lv_bits, lv_mask, lv_wb, lv_private, lv_base,
                             if op == 0 or P[r + _WB]:
                                 if hit:
                                     lmemo[lv] = hit
-                                    if op == 0:
-                                        stats[cp, 0] += 1
-                                        now += 1
-                                        state[hit] = 2 * now + (state[hit] & 1)
-                                    else:
-                                        stats[cp, 2] += 1
-                                        if lru_store:
-                                            now += 1
-                                            state[hit] = 2 * now + 1
-                                        else:
-                                            state[hit] |= 1
+                                    stats[cp, 0 if op == 0 else 2] += 1
+                                    now = _touch(state, hit, now, op != 0, lru_store)
                                     break
                                 lmemo[lv] = v
                                 if op == 0:

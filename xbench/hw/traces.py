@@ -57,6 +57,7 @@ generated without the rest (see `simulate_program`).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -483,7 +484,7 @@ class _PointAccesses:
 
 # ---- kernel traces -------------------------------------------------------------------------------------------
 
-class KernelTrace:
+class KernelTrace(ABC):
     """The access streams of one kernel, consumed step by step (see the module docstring)."""
 
     kernel: str = ""
@@ -492,8 +493,9 @@ class KernelTrace:
     granularity: str = "element"
     notes: list[str]
 
+    @abstractmethod
     def generate(self, lo: int, hi: int) -> list[Trace]:
-        raise NotImplementedError
+        """The access streams of steps lo..hi-1, one Trace per stream."""
 
     def estimate_accesses(self, probes: int = 3) -> float:
         """Accesses of the whole kernel, from a few generated steps."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -635,7 +636,7 @@ class _Indent:
         self.src.depth -= self.n
 
 
-class BodyWriter:
+class BodyWriter(ABC):
     """Emits the stages of a kernel at one outer point; T threads (`_lane` 0..T-1) share the point."""
 
     T = 1
@@ -1131,8 +1132,9 @@ class BodyWriter:
         self.sync()
         return self.T > 1
 
+    @abstractmethod
     def sort_arrays(self, P2: int, kd: str) -> tuple[str, str]:
-        raise NotImplementedError
+        """Names of the key and index arrays a sort of P2 (a power of two) elements works in, per template."""
 
 
 # ---- point template -----------------------------------------------------------------------------------------
