@@ -182,9 +182,10 @@ class ModuleWriter:
         src()
         src("import numba")
         src("import numpy as np")
+        src()
         if any(sc.get("batch_parallel", False) for sc in self.schedules.values()):
-            src()
             src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
+        src("from xbench.backends.cpu.runtime import empty as _xb_empty")
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
@@ -223,7 +224,7 @@ class ModuleWriter:
         with src.indent():
             for name, b in p.buffers.items():
                 if b.role in ("output", "temp"):
-                    src(f"{name} = np.empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})")
+                    src(f"{name} = _xb_empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})")
             for k in p.kernels:
                 call = f"{k.name}({', '.join(self.params(k))})"
                 if self.schedules.get(k.name, Schedule()).get("batch_parallel", False):
