@@ -508,6 +508,10 @@ class KernelTrace(ABC):
             seen += sum(len(t) for t in self.generate(s, s + width))
         return seen / (len(starts) * width) * self.steps
 
+    def segments(self) -> list[tuple[int, float]]:
+        """(steps, accesses) of consecutive runs of steps of even density: what sampling weighs windows by."""
+        return [(self.steps, self.estimate_accesses())] if self.steps else []
+
     def all(self) -> list[Trace]:
         return self.generate(0, self.steps)
 
@@ -605,6 +609,21 @@ class SequenceTrace(KernelTrace):
                     per[i].append(t)
             at += p.steps
         return [_concat(ts) for ts in per]
+
+    def segments(self) -> list[tuple[int, float]]:
+        """Each phase's own density (a GEMM's steps hold thousands of accesses, its epilogue's a few); a phase
+        repeated per batch point (same name and steps) is estimated once."""
+        seen: dict[tuple[str, int], list[tuple[int, float]]] = {}
+        out: list[tuple[int, float]] = []
+        for p in self.phases:
+            key = (getattr(p, "kernel", ""), p.steps)
+            if key not in seen:
+                seen[key] = p.segments()
+            out += seen[key]
+        return out
+
+    def estimate_accesses(self, probes: int = 3) -> float:
+        return float(sum(a for _, a in self.segments()))
 
 
 # ---- BLAS contractions on the cpu ----------------------------------------------------------------------------
@@ -1533,18 +1552,34 @@ class _Subset(KernelTrace):
         return [ts[i] for i in self.sel]
 
 
+class _Density:
+    """Cumulative accesses over steps, linear within each segment of `KernelTrace.segments`."""
+
+    def __init__(self, segments: Sequence[tuple[int, float]]):
+        self.steps = np.concatenate([[0], np.cumsum([max(n, 0) for n, _ in segments])]).astype(float)
+        self.acc = np.concatenate([[0.0], np.cumsum([max(a, 1e-9 * n) for n, a in segments])])
+        self.total = float(self.acc[-1])
+
+    def step_at(self, a: float) -> int:
+        return int(np.interp(a, self.acc, self.steps))
+
+    def acc_at(self, step: int) -> float:
+        return float(np.interp(step, self.steps, self.acc))
+
+
 def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int, rng: np.random.Generator,
              confidence: float, cores: int, method: str, extra_notes: Sequence[str] = (), prewarm: Trace | None = None,
              flush: bool = False):
-    """Time sampling: `samples` windows of steps, each after a (line-filtered, capped) warm-up, itself after
-    `prewarm` (the program's footprint) when given."""
-    per_step = max(est / max(t.steps, 1), 1e-9)
+    """Access sampling: `samples` strata holding equal shares of the accesses; in each, a window of steps starting
+    at a random access and holding about `budget / 3 / samples` of them, after a (line-filtered, capped) warm-up,
+    itself after `prewarm` (the program's footprint) when given. Each window's counts are scaled by its stratum's
+    accesses over its own, so a trace whose steps differ in density (a GEMM then its epilogue) is weighed by
+    where its accesses are, not by where its steps are; a trace of even density is sampled as by its steps."""
+    dens = _Density(t.segments() if isinstance(t, SequenceTrace) else [(t.steps, est)])
+    est = dens.total
     period = max(1, int(getattr(t, "period", 1)))      # steps of one point / block: windows cover whole ones
-    win = max(1, int(budget / 3 / samples / per_step))
-    win = max(period, win // period * period)
-    stratum = t.steps // samples
-    if stratum < win:
-        win = max(1, stratum)
+    want = budget / 3 / samples                        # accesses per window
+    stratum = est / samples
     biggest = max(((lv.size_bytes * (1 if lv.shared else cores)) // lv.line_bytes, lv.line_bytes)
                   for lv in h.levels)
     need_lines, bits = biggest[0], int(h.levels[-1].line_bytes).bit_length() - 1
@@ -1552,9 +1587,13 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
     rates, drams, counts, nbytes = [], [], [], 0.0
     simulated = 0
     capped = False
+    wins = []
     for i in range(samples):
-        lo = i * stratum + int(rng.integers(0, max(1, stratum - win + 1)))
-        lo = min(lo // period * period, max(0, t.steps - win))
+        a0 = i * stratum + rng.uniform(0, max(stratum - want, 0.0))
+        lo = dens.step_at(a0) // period * period
+        hi = max(lo + period, -(-dens.step_at(dens.acc_at(lo) + min(want, stratum)) // period) * period)
+        lo, hi = max(0, min(lo, t.steps - period)), min(hi, t.steps)
+        wins.append(hi - lo)
         sim = CacheSimulator(h, cores=cores)
         if prewarm is not None:
             _run(sim, [prewarm])
@@ -1564,7 +1603,7 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
         chunks: list[list[Trace]] = []
         seen = np.zeros(0, np.int64)
         n = lines = 0
-        a, warm = lo, win
+        a, warm = lo, hi - lo
         while a > 0:
             b, a = a, max(0, lo - warm)
             raw = t.generate(a, b)
@@ -1581,8 +1620,8 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
             simulated += int(sum(len(x) for x in part))
             _run(sim, part)
         sim.reset_stats()
-        body = t.generate(lo, lo + win)
-        nbytes += _run(sim, body)
+        body = t.generate(lo, hi)
+        nb = _run(sim, body)
         c = _counts(sim)
         if flush or (lines < need_lines and a > 0 and prewarm is None):
             # flushed after the kernel, or the largest cache not full yet (so it writes back less than in the
@@ -1592,17 +1631,22 @@ def _windows(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: int
                 st = np.concatenate([x.addr[(x.write != 0) & (x.addr < end)] >> bits for x in body])
                 c[-1][1] = max(c[-1][1], float(len(np.unique(st))) * (1 << bits))
         simulated += int(c[-1][2])
-        counts.append(c / win)
+        # the window stands for its stratum: scaled by the accesses its steps hold by the estimate (for an even
+        # trace, steps / window steps / samples), so an estimate that is off in level does not bias the counts
+        scale = stratum / max(dens.acc_at(hi) - dens.acc_at(lo), 1e-9)
+        counts.append(c * scale)
+        nbytes += nb * scale
         rates.append([r.hit_rate for r in sim.result().levels])
-        drams.append((c[-1][0] + c[-1][1]) / win * t.steps)
-    mean = np.mean(counts, axis=0) * t.steps
-    notes = [f"sampled: {samples} windows of {win} of {t.steps} steps, {confidence:.0%} intervals", *extra_notes]
+        drams.append((c[-1][0] + c[-1][1]) * scale * samples)
+    mean = np.sum(counts, axis=0)
+    notes = [f"sampled: {samples} windows of {min(wins)}-{max(wins)} of {t.steps} steps, each standing for "
+             f"1/{samples} of the accesses, {confidence:.0%} intervals", *extra_notes]
     if prewarm is not None:
         notes.append("windows start from the program's data in the caches (it fits the last level)")
     elif capped:
         notes.append("warm-ups capped before filling the largest cache: reuse at longer distances is missed; "
                      "memory writes counted as the lines of global buffers stored to")
-    return mean, rates, drams, nbytes / (samples * win) * t.steps, simulated, notes
+    return mean, rates, drams, nbytes, simulated, notes
 
 
 def simulate_program(traces: Sequence[KernelTrace], hierarchy: Hierarchy, *, cores: int | None = None,
