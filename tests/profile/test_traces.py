@@ -260,3 +260,24 @@ def test_footprint_prewarm_keeps_data_that_fits_the_last_level(cpu) -> None:
     assert not warm.exact and warm.dram_bytes == 0
     assert any("fits the last level" in n for n in warm.notes)
     assert cold.dram_bytes > 0.5 * 2 * 96 * 256 * 4
+
+
+def test_sampling_weighs_a_gemm_and_its_epilogue_by_their_accesses(cpu) -> None:
+    """Attention's last kernel is per batch point a BLAS GEMM (few steps, thousands of accesses each) then its
+    epilogue (many steps of a few accesses): the sampled estimate matches the whole simulation, where sampling
+    by steps extrapolated whichever phase a window happened to land in."""
+    q = np.zeros((6, 96, 32), np.float32)
+    p = xb.ops.scaled_dot_product_attention.lower(q, q, q)
+    lay = T.layout(p)
+    k = p.kernels[-1]
+    tr = T.cpu_trace(p, k, cpu, lay=lay)
+    dens = [a / n for n, a in tr.segments()]
+    assert isinstance(tr, T.SequenceTrace) and max(dens) > 50 * min(dens)
+    h = Hierarchy.from_target(cpu)
+    (whole,) = T.simulate_program([tr], h, budget=10 ** 8, warm=False)
+    assert tr.estimate_accesses() == pytest.approx(whole.accesses, rel=0.02)
+    (sampled,) = T.simulate_program([tr], h, budget=int(whole.accesses) // 2, samples=6)
+    assert not sampled.exact
+    assert sampled.accesses == pytest.approx(whole.accesses, rel=0.02)
+    assert sampled.access_bytes == pytest.approx(whole.access_bytes, rel=0.1)
+    assert abs(sampled.level("l1").hit_rate - whole.level("l1").hit_rate) <= 0.05
