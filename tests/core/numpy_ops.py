@@ -44,16 +44,17 @@ def attention(q, k, v, causal=False):
 
 
 def conv2d(x, w, b=None, stride=1, padding=0, dilation=1):
+    """stride, padding and dilation: one int for both dims or a (rows, columns) pair."""
+    (sh, sw), (ph, pw), (dh, dw) = (v if isinstance(v, tuple) else (v, v) for v in (stride, padding, dilation))
     n, c, h, wd = x.shape
     k, _, r, s = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
-    oh = (h + 2 * padding - dilation * (r - 1) - 1) // stride + 1
-    ow = (wd + 2 * padding - dilation * (s - 1) - 1) // stride + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (s - 1) - 1) // sw + 1
     out = np.zeros((n, k, oh, ow))
     for i in range(r):
         for j in range(s):
-            patch = xp[:, :, i * dilation: i * dilation + stride * (oh - 1) + 1: stride,
-                       j * dilation: j * dilation + stride * (ow - 1) + 1: stride]
+            patch = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
             out += np.einsum("nchw,kc->nkhw", patch, w[:, :, i, j])
     return out if b is None else out + b[None, :, None, None]
 

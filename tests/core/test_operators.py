@@ -123,9 +123,40 @@ def test_conv2d_in_panels(batch_parallel):
     assert knob.choices == (0, 1, 2, 3, 4, 6)
     expect = N.conv2d(x.astype(np.float64), w, None, 1, 1)
     for rows in knob.choices:
-        sched = {prog.kernels[0].name: {"panel": rows, "batch_parallel": batch_parallel}}
+        sched = {prog.kernels[0].name: {"window": "pack", "panel": rows, "batch_parallel": batch_parallel}}
         assert all(r.ok for r in xb.verify(ops.conv2d, x, w, None, padding=1, schedule=sched))
         np.testing.assert_allclose(ops.conv2d.run(x, w, None, padding=1, schedule=sched), expect, atol=1e-4)
+
+
+@pytest.mark.parametrize("window", ["shift", "pack"])
+@pytest.mark.parametrize("batch_parallel", [False, True])
+@pytest.mark.parametrize("padding,dilation,kernel", [(1, 1, (3, 3)), (0, 1, (3, 3)), ((2, 0), 2, (3, 2)),
+                                                     (3, (1, 2), (2, 3)), (0, 1, (1, 1))])
+def test_conv2d_as_shifted_gemms(window, batch_parallel, padding, dilation, kernel):
+    """Stride-1 convolutions as one GEMM per tap over a zero-padded copy (the default) and packed (im2col), with
+    bias, asymmetric kernels, padding and dilation, a non-contiguous input, float32 and float64."""
+    for dtype, atol in ((np.float32, 1e-4), (np.float64, 1e-10)):
+        x = rng.standard_normal((3, 9, 10, 4)).astype(dtype).transpose(0, 3, 1, 2)     # a strided NCHW view
+        w, b = rng.standard_normal((5, 4, *kernel)).astype(dtype), rng.standard_normal(5).astype(dtype)
+        prog = ops.conv2d.lower(x, w, b, padding=padding, dilation=dilation)
+        k = prog.kernels[-1]
+        knobs = xb.backends.get("cpu").knobs(k)
+        assert knobs["window"].choices == ("shift", "pack") and knobs["window"].default == "shift"
+        sched = {k.name: {"window": window, "batch_parallel": batch_parallel}}
+        art = ops.conv2d.compile("cpu", x, w, b, padding=padding, dilation=dilation, schedule=sched)
+        assert ("_xb_gemm_" in art.source) == (window == "shift")
+        expect = N.conv2d(x.astype(np.float64), w, b, 1, padding, dilation)
+        np.testing.assert_allclose(art.run(x, w, b)[0], expect, atol=atol)
+
+
+def test_only_stride_one_windows_are_shifted_gemms():
+    """A strided window's output columns are not a run of the padded input: it keeps the packed GEMM."""
+    x, w = f32(1, 3, 9, 9), f32(4, 3, 3, 3)
+    k = ops.conv2d.lower(x, w, None, stride=2, padding=1).kernels[-1]
+    assert xb.ir.contraction.shift_plan(k) is None and "window" not in xb.backends.get("cpu").knobs(k)
+    plan = xb.ir.contraction.shift_plan(ops.conv2d.lower(x, w, None, padding=1, dilation=2).kernels[-1])
+    assert (plan.dil, plan.off, plan.size, plan.out, plan.padded) == ((2, 2), (-1, -1), (9, 9), (7, 7), (11, 11))
+    assert plan.offset(2, 1) == 2 * 2 * 11 + 2 and plan.row == 11 * 11 + 4
 
 
 def test_float_max_min_reductions_propagate_nan_in_every_lane():

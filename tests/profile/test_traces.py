@@ -281,3 +281,23 @@ def test_sampling_weighs_a_gemm_and_its_epilogue_by_their_accesses(cpu) -> None:
     assert sampled.accesses == pytest.approx(whole.accesses, rel=0.02)
     assert sampled.access_bytes == pytest.approx(whole.access_bytes, rel=0.1)
     assert abs(sampled.level("l1").hit_rate - whole.level("l1").hit_rate) <= 0.05
+
+
+def test_a_shifted_gemm_convolution_is_traced_as_the_backend_runs_it(cpu) -> None:
+    """window = shift: the weights repacked once, then per image the padded buffer zeroed, every input element
+    copied into it once, one GEMM per tap reading it at the tap's offset, and the epilogue over the outputs."""
+    x, w = np.zeros((2, 4, 10, 10), np.float32), np.zeros((6, 4, 3, 3), np.float32)
+    p = xb.ops.conv2d.lower(x, w, None, padding=1)
+    k = p.kernels[-1]
+    tr = T.cpu_trace(p, k, cpu, schedule={"window": "shift"})
+    kinds = [ph.kernel.split(".")[-1] for ph in tr.phases]
+    assert kinds == ["weights"] + (["zero", "pad"] + ["gemm"] * 9 + ["epilogue"]) * 2
+    pad = tr.phases[2]
+    assert sum(len(t) for t in pad.all()) == 2 * 4 * 10 * 10           # a load and a store per input element
+    gemm = tr.phases[3:12]
+    base = T.layout(p).end                                               # scratch is placed after the buffers
+    starts = [int(min(t.addr.min() for t in g.all() if len(t) and (t.addr >= base).any())) for g in gemm]
+    assert len(set(starts)) == 9
+    assert "shifted GEMMs" in " ".join(tr.notes)
+    packed = T.cpu_trace(p, k, cpu, schedule={"window": "pack"})
+    assert "weights" not in [ph.kernel.split(".")[-1] for ph in packed.phases]

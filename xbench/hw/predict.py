@@ -60,13 +60,14 @@ import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..dtypes import is_float, itemsize
 from ..ir.contraction import roles as contract_roles
+from ..ir.contraction import shift_plan
 from ..ir.expr import INDEX, Call, Expr, Idx, Load, Local
 from ..ir.kernel import Assign, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ..ir.scalar import lookup
@@ -1091,6 +1092,12 @@ def predict_program(program: Program, target: Target | str, *, counts: Sequence[
             if c.contraction is not None and sched.get("impl", "blas") == "blas" and c.dtype in ("float32",
                                                                                                  "float64"):
                 regions = blas_regions(program, k)
+                plan = shift_plan(k) if sched.get("window") == "shift" else None
+                if plan is not None:          # one GEMM per tap and batch point, over Hout x Wp columns
+                    B, M, _, _ = c.contraction
+                    taps = plan.taps[0].extent * plan.taps[1].extent
+                    c = replace(c, contraction=(B * taps, M, plan.out[0] * plan.padded[1], plan.chan.extent))
+                    regions = 1 + (1 if sched.get("batch_parallel") else B)
             out.append(predict_cpu_kernel(c, t, model, ch, schedule=sched, regions=regions))
         return ProgramPrediction(t.name, out, model.run_us * 1e-6, "cpu roofline over the cache hierarchy")
     if t.kind == "gpu":

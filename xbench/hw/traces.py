@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import itemsize
-from ..ir.contraction import direct_output, operand_view
+from ..ir.contraction import ShiftPlan, direct_output, operand_view, shift_plan
 from ..ir.contraction import roles as contract_roles
 from ..ir.expr import Call, Cast, Const, Expr, Idx, Load, Local, Select
 from ..ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
@@ -864,6 +864,63 @@ def blas_regions(program: Program, kernel: Kernel) -> int:
     return out
 
 
+def shift_trace(program: Program, kernel: Kernel, plan: ShiftPlan, lay: Layout, *, cores: int, vec: int,
+                data: Mapping[str, np.ndarray] | None = None) -> KernelTrace:
+    """The cpu backend's shifted-GEMM convolution (`ShiftPlan`): the weights repacked per tap, then per batch
+    point the zeroed padded buffer, the input planes copied into it, one GEMM per tap reading the padded buffer
+    at the tap's offset (leading dimension `plan.row`) and accumulating into `_C`, and the epilogue."""
+    from ..ir import expr as E
+    from ..ir.kernel import Buffer
+    c, batch, m, n = contract_roles(kernel)
+    dt = c.dtype
+    it = itemsize(dt)
+    M, C = _extent(m), plan.chan.extent
+    (r_ax, s_ax), S = plan.taps, plan.taps[1].extent
+    (hp, wp), (hin, win), (oy, ox) = plan.padded, plan.size, plan.off
+    L, taps = plan.out[0] * wp, r_ax.extent * S
+    names = {x: f"{kernel.name}_{x}" for x in "WXC"}
+    for x, shape in (("W", (taps, M, C)), ("X", (C, plan.row)), ("C", (M, L))):
+        lay.add(names[x], shape, it)
+    progs = dict(program.buffers)
+    for x in names.values():
+        progs.setdefault(x, Buffer(x, lay.shapes[x], dt, "temp"))
+    prog2 = Program(program.name, progs, program.inputs, program.outputs, program.kernels, program.aliases)
+    mflat = E.linear(tuple(a.var for a in m), tuple(a.extent for a in m))
+    tap = E.add(E.mul(r_ax.var, E.const(S)), s_ax.var)
+    repack = Kernel(kernel.name + ".weights", "row", tuple(m),
+                    [Store(names["W"], (plan.chan, r_ax, s_ax), (tap, mflat, plan.chan.var), c.lhs)])
+    ch = Axis("_c", C)
+    zero = Kernel(kernel.name + ".zero", "row", (ch,),
+                  [Store(names["X"], (Axis("_i", plan.row),), (ch.var, Idx("_i")), Const(0.0, dt))])
+    y0, x0 = max(0, -oy), max(0, -ox)
+    ya, xa = Axis("_y", min(hp, hin - oy) - y0), Axis("_x", min(wp, win - ox) - x0)
+    y, x = E.add(ya.var, E.const(y0)), E.add(xa.var, E.const(x0))
+    lead = (batch[0].var,) if batch else ()
+    copy = Kernel(kernel.name + ".pad", "row", (*batch, ch),
+                  [Store(names["X"], (ya, xa), (ch.var, E.add(E.mul(y, E.const(wp)), x)),
+                         Load(plan.buf, (*lead, ch.var, E.add(y, E.const(oy)), E.add(x, E.const(ox))), dt))])
+    epi = _epilogue_kernel(kernel, c, batch, m, n, names["C"], E.add(E.mul(n[0].var, E.const(wp)), n[1].var))
+
+    def point(k: Kernel, bi: int | None) -> KernelTrace:
+        kk = _fix_batch(k, batch, bi) if bi is not None and batch else k
+        return CpuPointTrace(prog2, kk, lay, cores=cores, parallel=True, data=data)
+
+    wb, xb_, cb = lay.bases[names["W"]], lay.bases[names["X"]], lay.bases[names["C"]]
+    phases: list[KernelTrace] = [point(repack, None)]
+    for bi in range(_extent(batch)):
+        phases += [point(zero, None), point(copy, bi)]
+        for t in range(taps):
+            off = plan.offset(t // S, t % S)
+            phases.append(BlasGemmTrace(f"{kernel.name}.gemm", _Matrix(wb + t * M * C * it, M, C, C * it, it, it),
+                                        _Matrix(xb_ + off * it, C, L, plan.row * it, it, it),
+                                        _Matrix(cb, M, L, L * it, it, it), lay, cores=cores, vec=vec))
+        phases.append(point(epi, bi))
+    seq = SequenceTrace(kernel.name, phases, "vector")
+    seq.notes.append(f"convolution as {taps} shifted GEMMs per batch point over a zero-padded copy; BLAS GEMM "
+                     "modelled with BLIS Haswell blocking; accesses are vector-sized")
+    return seq
+
+
 def _free(e: Expr) -> set[str]:
     return {n.name for n in e.walk() if isinstance(n, Idx)}
 
@@ -889,10 +946,11 @@ def _fix_batch(k: Kernel, batch, bi: int) -> Kernel:
                   dict(k.locals))
 
 
-def _epilogue_kernel(kernel: Kernel, c: Contract, batch, m, n, cbuf: str) -> Kernel:
+def _epilogue_kernel(kernel: Kernel, c: Contract, batch, m, n, cbuf: str, cols: Expr | None = None) -> Kernel:
+    """The epilogue stages per output point, reading the accumulator at `cbuf[m, cols]` (default: N flattened)."""
     from ..ir import expr as E
     mflat = E.linear(tuple(a.var for a in m), tuple(a.extent for a in m))
-    nflat = E.linear(tuple(a.var for a in n), tuple(a.extent for a in n))
+    nflat = cols if cols is not None else E.linear(tuple(a.var for a in n), tuple(a.extent for a in n))
     acc = Load(cbuf, (mflat, nflat), c.dtype)
     stages = [s.replace(lambda e: e.map(lambda x: acc if isinstance(x, Local) and x.name == c.local else None))
               for s in kernel.stages[1:]]
@@ -1349,6 +1407,9 @@ def cpu_trace(program: Program, kernel: Kernel, target: Target, *, schedule: Map
     impl = sched.get("impl", "blas" if kernel.kind == "contract" else None)
     roles = contract_roles(kernel)
     if roles is not None and impl == "blas" and roles[0].dtype in ("float32", "float64"):
+        plan = shift_plan(kernel) if sched.get("window") == "shift" else None
+        if plan is not None:
+            return shift_trace(program, kernel, plan, lay, cores=cores, vec=vector_bytes(target), data=data)
         return blas_trace(program, kernel, lay, cores=cores, vec=vector_bytes(target), data=data)
     t = CpuPointTrace(program, kernel, lay, cores=cores, parallel=parallel, data=data)
     if roles is not None and impl == "loops":

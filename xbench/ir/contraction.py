@@ -3,8 +3,9 @@ the models (traces, predictor) that price them, so the plan is decided in one pl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from .expr import Expr, Idx, Load, Local
+from .expr import Call, Const, Expr, Idx, Load, Local, Select, free_indices
 from .kernel import Assign, Axis, Buffer, Contract, Kernel, Store
 
 
@@ -58,3 +59,122 @@ def direct_output(kernel: Kernel, c: Contract, buffers: Mapping[str, Buffer]) ->
     if tuple(s.index) != tuple(a.var for a in kernel.outer) or buffers[s.buf].dtype != c.dtype:
         return None
     return s.buf
+
+
+# ---- windowed contractions as shifted GEMMs ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ShiftPlan:
+    """A stride-1 windowed contraction (a convolution) as one GEMM per window tap over a zero-padded copy of
+    its input, without im2col: with the input's planes padded to `padded` = (Hp, Wp) and flattened, the window
+    at tap (r, s) for every output point (h, w) is the contiguous run starting at r·dr·Wp + s·ds, read as a
+    [channels, Hout·Wp] matrix (row stride `row`); the Wp - Wout columns past each output row are computed and
+    dropped. out[m, h, w] = sum over taps of W[:, :, r, s] @ that run."""
+    buf: str                      # the windowed input, indexed [batch?, channel, y, x]
+    chan: Axis                    # the contraction axis over channels
+    taps: tuple[Axis, Axis]       # the contraction axes over the window's rows and columns
+    dil: tuple[int, int]
+    off: tuple[int, int]          # input y = h + dr·r + off[0], x = w + ds·s + off[1]
+    size: tuple[int, int]         # the input plane's extent the window may read (zero beyond it)
+    out: tuple[int, int]          # Hout, Wout (the N axes' extents)
+
+    @property
+    def padded(self) -> tuple[int, int]:
+        return (self.out[0] + self.dil[0] * (self.taps[0].extent - 1),
+                self.out[1] + self.dil[1] * (self.taps[1].extent - 1))
+
+    @property
+    def row(self) -> int:
+        """Elements per padded channel plane, with room for the last tap's run to end past the last row."""
+        hp, wp = self.padded
+        return hp * wp + self.dil[1] * (self.taps[1].extent - 1)
+
+    def offset(self, r: int, s: int) -> int:
+        return r * self.dil[0] * self.padded[1] + s * self.dil[1]
+
+
+def affine(e: Expr) -> dict[str, int] | None:
+    """Integer coefficients of an index expression linear in loop variables ('' holds the constant), or None."""
+    if isinstance(e, Idx):
+        return {e.name: 1}
+    if isinstance(e, Const) and isinstance(e.value, int):
+        return {"": e.value}
+    if isinstance(e, Call) and e.fn in ("add", "sub", "mul") and len(e.args) == 2:
+        a, b = affine(e.args[0]), affine(e.args[1])
+        if a is None or b is None:
+            return None
+        if e.fn == "mul":
+            if set(b) <= {""}:
+                a, b = b, a
+            if not set(a) <= {""}:
+                return None
+            return {k: v * a.get("", 0) for k, v in b.items()}
+        sign = -1 if e.fn == "sub" else 1
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out
+    return None
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Call) and e.fn == "logical_and":
+        return [x for a in e.args for x in _conjuncts(a)]
+    return [e]
+
+
+def shift_plan(kernel: Kernel) -> ShiftPlan | None:
+    """The shifted-GEMM plan of a float contraction whose right operand is a stride-1 window over an
+    [batch?, channel, y, x] input (zero outside it, by an explicit bounds check or none), whose left operand does
+    not depend on the batch or the window position, and whose N axes are the two output positions; else None.
+    The input's extent is what the bounds check says (without one, every tap of every output point is inside)."""
+    r = roles(kernel)
+    if r is None:
+        return None
+    c, batch, m, n = r
+    if c.dtype not in ("float32", "float64") or len(n) != 2 or len(c.axes) != 3 or len(batch) > 1:
+        return None
+    kx = {a.name: a for a in c.axes}
+    if not free_indices(c.lhs) <= {a.name for a in m} | set(kx):
+        return None
+    e, cond = c.rhs, None
+    if isinstance(e, Select):
+        if not (isinstance(e.b, Const) and e.b.value == 0):
+            return None
+        e, cond = e.a, e.cond
+    if not isinstance(e, Load) or e.dtype != c.dtype:
+        return None
+    idx = list(e.index)
+    if len(idx) != 3 + len(batch) or (batch and idx.pop(0) != batch[0].var):
+        return None
+    ch, ey, ex = idx
+    if not isinstance(ch, Idx) or ch.name not in kx:
+        return None
+    taps, dil, off = [], [], []
+    for ie, out_ax in ((ey, n[0]), (ex, n[1])):
+        f = affine(ie)
+        if f is None or f.pop(out_ax.name, 0) != 1:
+            return None
+        const = f.pop("", 0)
+        if len(f) != 1:
+            return None
+        (tap, d), = f.items()
+        if tap not in kx or tap == ch.name or d < 1:
+            return None
+        taps.append(kx[tap])
+        dil.append(d)
+        off.append(const)
+    if taps[0].name == taps[1].name:
+        return None
+    out = (n[0].extent, n[1].extent)
+    size = [out[i] + dil[i] * (taps[i].extent - 1) + off[i] for i in range(2)]    # the last input index read + 1
+    for t in _conjuncts(cond) if cond is not None else ():
+        if not (isinstance(t, Call) and len(t.args) == 2 and isinstance(t.args[1], Const)):
+            return None
+        dim = 0 if t.args[0] == ey else 1 if t.args[0] == ex else None
+        if dim is None or not ((t.fn == "ge" and t.args[1].value == 0) or t.fn == "lt"):
+            return None
+        if t.fn == "lt":
+            size[dim] = min(size[dim], t.args[1].value)
+    return ShiftPlan(e.buf, kx[ch.name], (taps[0], taps[1]), (dil[0], dil[1]), (off[0], off[1]),
+                     (size[0], size[1]), out)

@@ -110,16 +110,27 @@ class CpuBackend:
             out["batch_parallel"] = Knob("batch_parallel", (False, True), d["batch_parallel"],
                                          "contraction: one single-threaded GEMM per core over the batch, "
                                          "instead of multithreaded BLAS per GEMM")
+        if "window" in d:
+            out["window"] = Knob("window", ("shift", "pack"), d["window"],
+                                 "convolution: one GEMM per window tap over a zero-padded copy of the input, or "
+                                 "the window packed into one operand (im2col) for a single GEMM")
         if "panel" in d:
             out["panel"] = Knob("panel", panel_rows(kernel), d["panel"],
                                 "contraction: pack the right operand this many rows of its outer column axis at "
-                                "a time (0: whole), so each packed panel is multiplied from cache")
+                                "a time (0: whole), so each packed panel is multiplied from cache (with window = "
+                                "pack)")
         if kernel.row_buffers:
             out["row_buffer"] = Knob("row_buffer", (True, False), True,
                                      "keep a fused row in a scratch buffer, or recompute it where it is read")
         out["fast_math"] = Knob("fast_math", (True, False), True,
                                 "vectorisable approximations of exp/log/tanh/erf (bounded ulp error)")
         return out
+
+    def check(self, program: Program, kernel: Kernel, schedule: Schedule) -> str | None:
+        """Combinations that are the same code as another: panels only split a packed window operand."""
+        if schedule.get("window") == "shift" and schedule.get("panel", 0):
+            return "panel applies to the packed window (window = pack) only"
+        return None
 
     def default_schedule(self, kernel: Kernel) -> Schedule:
         s = {"parallel": kernel_work(kernel) >= PARALLEL_MIN_WORK and bool(kernel.outer),
@@ -134,6 +145,8 @@ class CpuBackend:
             batches = int(np.prod([a.extent for a in roles[1]], dtype=np.int64)) if roles[1] else 1
             if len(panel_rows(kernel)) > 1:
                 s["panel"] = 0
+            if s["impl"] == "blas" and contraction.shift_plan(kernel) is not None:
+                s["window"] = "shift"
             if batches > 1:
                 # enough independent GEMMs to give every core whole ones: cheaper than BLAS's own threading
                 s["batch_parallel"] = batches >= 2 * threads()

@@ -186,6 +186,8 @@ class ModuleWriter:
         if any(sc.get("batch_parallel", False) for sc in self.schedules.values()):
             src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
+        for dt in sorted(d for d in ("float32", "float64") if f"gemm:{d}" in self.helpers):
+            src(f"from xbench.backends.cpu.blas import gemm_{dt} as _xb_gemm_{dt}")
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
@@ -546,6 +548,9 @@ def panel_rows(k: Kernel) -> tuple[int, ...]:
     return (0,) + tuple(r for r in range(1, e) if e % r == 0)
 
 
+_BLAS_KIND = {"float32": "s", "float64": "d"}
+
+
 def _prod(axes) -> int:
     return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
 
@@ -559,8 +564,9 @@ class ContractWriter:
         self.kaxes = self.c.axes
 
     def text(self) -> str:
+        plan = contraction.shift_plan(self.k)
         if self.c.dtype in ("float32", "float64") and self.sched.get("impl", "blas") == "blas":
-            body = self.blas()
+            body = self.shifted(plan) if plan and self.sched.get("window") == "shift" else self.blas()
         else:
             body = self.loops()
         parallel = "numba.prange" in body and bool(self.sched.get("parallel", True))
@@ -641,6 +647,58 @@ class ContractWriter:
                     self._epilogue(src, "_C")
         return src.text()
 
+    def shifted(self, plan: contraction.ShiftPlan) -> str:
+        """A convolution as one GEMM per window tap (`contraction.ShiftPlan`): the weights repacked per tap, then
+        per batch point the input planes copied into a zero-padded buffer and multiplied at each tap's offset,
+        accumulating in `_C` [M, Hout·Wp], which the epilogue reads at the output's columns."""
+        w, k, c = self.w, self.k, self.c
+        dt = c.dtype
+        w.helpers.add(f"gemm:{dt}")
+        M, B, C = _prod(self.m), _prod(self.batch), plan.chan.extent
+        R, S = plan.taps[0].extent, plan.taps[1].extent
+        (hp, wp), (hout, _), (hin, win) = plan.padded, plan.out, plan.size
+        L, row = hout * wp, plan.row
+        per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
+        src = Source()
+        src(f"def {k.name}({', '.join(w.params(k))}):")
+        with src.indent():
+            src(f"_W = np.empty(({R * S}, {M}, {C}), {NP_TYPES[dt]})")
+            src(f"for _p in numba.prange({M}):")
+            with src.indent():
+                unravel(src, "_p", self.m, "_pm")
+                depth = w.loops(src, (plan.chan, *plan.taps))
+                with _Indent(src, depth):
+                    (v,) = w.values(src, [_acc(c.lhs, dt)], set(), set())
+                    src(f"_W[{plan.taps[0].name} * {S} + {plan.taps[1].name}, _p, {plan.chan.name}] = {v}")
+            src(f"_one = np.ones(1, {NP_TYPES[dt]})")
+            src(f"_zero = np.zeros(1, {NP_TYPES[dt]})")
+            if not per_batch:
+                src(f"_C = np.empty(({M}, {L}), {NP_TYPES[dt]})")
+            src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
+            with src.indent():
+                unravel(src, "_b", self.batch, "_br")
+                lead = f"{self.batch[0].name}, " if self.batch else ""
+                oy, ox = plan.off
+                src(f"_X = np.zeros(({C}, {row}), {NP_TYPES[dt]})")
+                src(f"for _c in range({C}):")
+                with src.indent():
+                    src(f"for _y in range({max(0, -oy)}, {min(hp, hin - oy)}):")
+                    with src.indent():
+                        src(f"for _x in range({max(0, -ox)}, {min(wp, win - ox)}):")
+                        with src.indent():
+                            src(f"_X[_c, _y * {wp} + _x] = {plan.buf}[{lead}_c, _y + {oy}, _x + {ox}]")
+                if per_batch:
+                    src(f"_C = np.empty(({M}, {L}), {NP_TYPES[dt]})")
+                src("_Xf = _X.reshape(-1)")
+                src(f"for _t in range({R * S}):")
+                with src.indent():
+                    src(f"_off = (_t // {S}) * {plan.dil[0] * wp} + (_t % {S}) * {plan.dil[1]}")
+                    # column-major: C^T [L, M] = (the run at _off) [L, C], leading dimension `row`, @ W_t^T [C, M]
+                    src(f"_xb_gemm_{dt}({ord(_BLAS_KIND[dt])}, {ord('n')}, {ord('n')}, {L}, {M}, {C}, _one.ctypes, _Xf[_off:].ctypes, {row}, "
+                        f"_W[_t].ctypes, {C}, (_zero if _t == 0 else _one).ctypes, _C.ctypes, {L})")
+                self._epilogue(src, "_C", E.add(E.mul(self.n[0].var, E.const(wp)), self.n[1].var))
+        return src.text()
+
     def _panels(self, src: Source, a_: str, e: Expr, dt: str, out: str, rows: int) -> None:
         """Pack `rows` rows of the outer column axis at a time into `_P` and multiply into `_Q`, then copy the
         panel's columns out: the packed operand is read from cache by the GEMM instead of from memory."""
@@ -691,12 +749,15 @@ class ContractWriter:
         M, N = _prod(self.m), _prod(self.n)
         return base if len(self.m) == 1 and len(self.n) == 1 else f"{base}.reshape({M}, {N})"
 
-    def _epilogue(self, src: Source, cbuf: str) -> None:
+    def _epilogue(self, src: Source, cbuf: str, cols: Expr | None = None) -> None:
+        """The epilogue stages per output point, reading the accumulator at `cbuf[_p, cols]` (default: the N
+        axes flattened)."""
         M = _prod(self.m)
         src(f"for _p in numba.prange({M}):")
         with src.indent():
             unravel(src, "_p", self.m, "_er")
-            nflat = E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n))
+            nflat = cols if cols is not None else \
+                E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n))
             acc = Load(cbuf, (Idx("_p"), nflat), self.c.dtype)
             stages = [s.replace(lambda e: e.map(
                 lambda x: acc if isinstance(x, Local) and x.name == self.c.local else None)) for s in self.k.stages[1:]]
