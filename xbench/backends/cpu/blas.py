@@ -1,16 +1,39 @@
-"""BLAS GEMM with explicit leading dimensions, callable from generated kernels.
+"""BLAS GEMM with explicit leading dimensions, for generated kernels.
 
 `np.dot` in numba takes whole contiguous matrices; the shifted-GEMM convolution multiplies overlapping runs of
-one padded buffer, which only a leading dimension can describe. These are numba's own binding of SciPy's BLAS
-(`numba_xxgemm`, the function `np.dot` lowers to), so kernels that call them stay cacheable.
-
-    gemm_float32(ord('s'), transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)   # column-major, Fortran's
+one padded buffer, which only a leading dimension can describe. The calls go through numba's own binding of
+SciPy's BLAS (`numba_xxgemm`, the function `np.dot` lowers to), so kernels that use them stay cacheable; they
+sit in functions of their own, compiled once, because typing them inside a parallel loop is slow.
 """
 from __future__ import annotations
 
 import numba
+import numpy as np
 from numba.np.linalg import _BLAS, ensure_blas
 
 ensure_blas()
-gemm_float32 = _BLAS().numba_xxgemm(numba.float32)
-gemm_float64 = _BLAS().numba_xxgemm(numba.float64)
+
+
+def _tap_gemms(dtype, kind: str):
+    gemm = _BLAS().numba_xxgemm(dtype)
+    code, notrans = ord(kind), ord("n")
+
+    @numba.njit(nogil=True, cache=True)
+    def tap_gemms(x, w, c, taps_per_row, row_step, col_step):
+        """c[M, L] = sum over taps t of w[t] [M, K] @ (the run of x's rows [K, L] starting at column
+        (t // taps_per_row) * row_step + (t % taps_per_row) * col_step), x's row stride as leading dimension."""
+        one = np.ones(1, x.dtype)
+        zero = np.zeros(1, x.dtype)
+        xf = x.reshape(-1)
+        m, n, k = c.shape[1], c.shape[0], w.shape[2]
+        for t in range(w.shape[0]):
+            off = (t // taps_per_row) * row_step + (t % taps_per_row) * col_step
+            # column-major: c^T [L, M] = run^T [L, K] @ w[t]^T [K, M]
+            gemm(code, notrans, notrans, m, n, k, one.ctypes, xf[off:].ctypes, x.shape[1], w[t].ctypes, k,
+                 (zero if t == 0 else one).ctypes, c.ctypes, m)
+
+    return tap_gemms
+
+
+tap_gemms_float32 = _tap_gemms(numba.float32, "s")
+tap_gemms_float64 = _tap_gemms(numba.float64, "d")

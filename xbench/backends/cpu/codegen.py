@@ -187,7 +187,7 @@ class ModuleWriter:
             src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
         for dt in sorted(d for d in ("float32", "float64") if f"gemm:{d}" in self.helpers):
-            src(f"from xbench.backends.cpu.blas import gemm_{dt} as _xb_gemm_{dt}")
+            src(f"from xbench.backends.cpu.blas import tap_gemms_{dt} as _xb_tap_gemms_{dt}")
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
@@ -548,9 +548,6 @@ def panel_rows(k: Kernel) -> tuple[int, ...]:
     return (0,) + tuple(r for r in range(1, e) if e % r == 0)
 
 
-_BLAS_KIND = {"float32": "s", "float64": "d"}
-
-
 def _prod(axes) -> int:
     return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
 
@@ -663,15 +660,13 @@ class ContractWriter:
         src(f"def {k.name}({', '.join(w.params(k))}):")
         with src.indent():
             src(f"_W = np.empty(({R * S}, {M}, {C}), {NP_TYPES[dt]})")
-            src(f"for _p in numba.prange({M}):")
+            src(f"for _p in range({M}):")           # a few thousand elements: not worth a parallel region
             with src.indent():
                 unravel(src, "_p", self.m, "_pm")
                 depth = w.loops(src, (plan.chan, *plan.taps))
                 with _Indent(src, depth):
                     (v,) = w.values(src, [_acc(c.lhs, dt)], set(), set())
                     src(f"_W[{plan.taps[0].name} * {S} + {plan.taps[1].name}, _p, {plan.chan.name}] = {v}")
-            src(f"_one = np.ones(1, {NP_TYPES[dt]})")
-            src(f"_zero = np.zeros(1, {NP_TYPES[dt]})")
             if not per_batch:
                 src(f"_C = np.empty(({M}, {L}), {NP_TYPES[dt]})")
             src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
@@ -689,13 +684,7 @@ class ContractWriter:
                             src(f"_X[_c, _y * {wp} + _x] = {plan.buf}[{lead}_c, _y + {oy}, _x + {ox}]")
                 if per_batch:
                     src(f"_C = np.empty(({M}, {L}), {NP_TYPES[dt]})")
-                src("_Xf = _X.reshape(-1)")
-                src(f"for _t in range({R * S}):")
-                with src.indent():
-                    src(f"_off = (_t // {S}) * {plan.dil[0] * wp} + (_t % {S}) * {plan.dil[1]}")
-                    # column-major: C^T [L, M] = (the run at _off) [L, C], leading dimension `row`, @ W_t^T [C, M]
-                    src(f"_xb_gemm_{dt}({ord(_BLAS_KIND[dt])}, {ord('n')}, {ord('n')}, {L}, {M}, {C}, _one.ctypes, _Xf[_off:].ctypes, {row}, "
-                        f"_W[_t].ctypes, {C}, (_zero if _t == 0 else _one).ctypes, _C.ctypes, {L})")
+                src(f"_xb_tap_gemms_{dt}(_X, _W, _C, {S}, {plan.dil[0] * wp}, {plan.dil[1]})")
                 self._epilogue(src, "_C", E.add(E.mul(self.n[0].var, E.const(wp)), self.n[1].var))
         return src.text()
 
