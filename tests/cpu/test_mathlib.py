@@ -387,8 +387,11 @@ def test_scalar_and_parallel_entry_points_agree() -> None:
 
 def test_fit_reproduces_the_coefficient_table() -> None:
     if np.finfo(LD).nmant < 63:
-        pytest.skip("refitting needs a long double with a 64-bit mantissa (x86-64 has one, this platform does not); "
-                    "the committed coefficients are still checked by the ulp-bound tests")
+        # x86-64 (80-bit) and aarch64 Linux (128-bit) have one; where long double is double (Windows, macOS on
+        # Apple silicon) the minimax fit cannot resolve float64 coefficients, so only the refit is left out
+        pytest.skip(f"refitting needs a long double with at least a 64-bit mantissa; here it has "
+                    f"{np.finfo(LD).nmant + 1} bits. The committed coefficients are still checked against their "
+                    f"ulp bounds by the accuracy tests above")
     fitted = mathlib._fit()
     assert fitted.keys() == mathlib._COEFFS.keys()
     for key, coeffs in mathlib._COEFFS.items():
