@@ -159,14 +159,25 @@ def test_only_stride_one_windows_are_shifted_gemms():
     assert plan.offset(2, 1) == 2 * 2 * 11 + 2 and plan.row == 11 * 11 + 4
 
 
-def test_float_max_min_reductions_propagate_nan_in_every_lane():
-    """Long rows reduce over 16 accumulators: a NaN in any lane or in the tail, and -inf rows, come out right."""
-    for n in (32, 47, 100):
-        x = f32(4, n)
-        x[0, 5], x[1, n - 1], x[3] = np.nan, np.nan, -np.inf
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_float_max_min_reductions_propagate_nan_and_order_signed_values(dtype):
+    """Float max/min run as integer reductions over order keys: NaNs of either sign anywhere, infinities,
+    and all-negative rows come out as numpy's; of the two zeros, max gives +0 and min -0 (IEEE maximum/minimum;
+    numpy's answer depends on the order it visits them)."""
+    for n in (1, 5, 47, 100):
+        x = f32(7, n).astype(dtype)
+        x[0, n // 2] = np.nan
+        x[1, n - 1] = -np.nan
+        x[2], x[3] = -np.inf, np.inf
+        x[4] = -np.abs(x[4]) - 1
+        x[5, :] = -0.0
+        x[5, n - 1] = 0.0
         for op, ref in ((ops.amax, np.max), (ops.amin, np.min)):
-            np.testing.assert_array_equal(op(x, 1), ref(x, 1))
+            got, want = op(x, 1), ref(x, 1)
+            np.testing.assert_array_equal(got, want)
+            assert n == 1 or np.signbit(got[5]) == (op is ops.amin)
             np.testing.assert_array_equal(op(x, (0, 1)), ref(x))
+            np.testing.assert_array_equal(op(x[1:], 0), ref(x[1:], 0))
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])

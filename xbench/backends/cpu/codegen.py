@@ -186,6 +186,9 @@ class ModuleWriter:
         if any(sc.get("batch_parallel", False) for sc in self.schedules.values()):
             src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
+        if "orderkey" in self.helpers:
+            src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
+                "magnitude_bits as _xb_magnitude_bits, order_key as _xb_order_key)")
         for dt in sorted(d for d in ("float32", "float64") if f"gemm:{d}" in self.helpers):
             src(f"from xbench.backends.cpu.blas import tap_gemms_{dt} as _xb_tap_gemms_{dt}")
         src()
@@ -378,10 +381,10 @@ class ModuleWriter:
         }[s.kind]
         body = s.body if s.body.dtype == dt or s.kind in ("any", "all") else Cast(s.body, dt)
         (body,) = self.hoist(src, [body], {a.name for a in s.axes})
+        if s.kind in ("max", "min") and is_float(dt):
+            return self._key_reduce(src, s, body, bound)
         acc = s.local
         src(f"{acc} = {init}")
-        if s.kind in ("max", "min") and is_float(dt) and s.axes and s.axes[-1].extent >= 2 * _LANES:
-            return self._lane_reduce(src, s, body, init, bound)
         if s.index_local:
             src(f"{s.index_local} = 0")
             src("_pos = 0")
@@ -392,11 +395,7 @@ class ModuleWriter:
             elif s.kind == "prod":
                 src(f"{acc} *= {v}")
             elif s.kind in ("max", "min"):
-                if is_float(dt):
-                    src(f"{acc} = _xb_{'maximum' if s.kind == 'max' else 'minimum'}({acc}, {v})")
-                    self.helpers.add("runtime")
-                else:
-                    src(f"{acc} = {s.kind}({acc}, {v})")
+                src(f"{acc} = {s.kind}({acc}, {v})")
             elif s.kind == "any":
                 src(f"{acc} = {acc} or {v}")
             elif s.kind == "all":
@@ -411,30 +410,24 @@ class ModuleWriter:
                     src(f"{s.index_local} = _pos")
                 src("_pos += 1")
 
-    def _lane_reduce(self, src: Source, s: Reduce, body: Expr, init: str, bound: set[str]) -> None:
-        """A NaN-propagating float max/min over `_LANES` independent accumulators along the innermost axis:
-        LLVM vectorises this form, not the single select chain (which runs at a third of memory speed)."""
-        fn = f"_xb_{'maximum' if s.kind == 'max' else 'minimum'}"
-        self.helpers.add("runtime")
-        *outer, inner = s.axes
-        n, lanes, acc = inner.extent, self.emitter.tmp("lanes"), s.local
-        src(f"{lanes} = np.full({_LANES}, {init})")
-        with _Indent(src, self.loops(src, tuple(outer))):
-            src(f"for _rb in range(0, {n - n % _LANES}, {_LANES}):")
-            with src.indent():
-                src(f"for _ln in range({_LANES}):")
-                with src.indent():
-                    src(f"{inner.name} = _rb + _ln")
-                    (v,) = self.values(src, [body], bound, set())
-                    src(f"{lanes}[_ln] = {fn}({lanes}[_ln], {v})")
-            if n % _LANES:
-                src(f"for {inner.name} in range({n - n % _LANES}, {n}):")
-                with src.indent():
-                    (v,) = self.values(src, [body], bound, set())
-                    src(f"{acc} = {fn}({acc}, {v})")
-        src(f"for _ln in range({_LANES}):")
-        with src.indent():
-            src(f"{acc} = {fn}({acc}, {lanes}[_ln])")
+    def _key_reduce(self, src: Source, s: Reduce, body: Expr, bound: set[str]) -> None:
+        """A NaN-propagating float max/min as an integer one over the values' order keys (see `mathlib`),
+        which LLVM vectorises; a second integer max over the magnitude bits finds NaNs."""
+        self.helpers.add("orderkey")
+        ft = compute_dtype(s.dtype)
+        it, width = ("int32", 32) if ft == "float32" else ("int64", 64)
+        start = np.array(-np.inf if s.kind == "max" else np.inf, ft).view(it)
+        key = int(start ^ ((start >> (width - 1)) & np.iinfo(it).max))
+        inf_bits = int(np.array(np.inf, ft).view(it))
+        k, m, c = self.emitter.tmp("_key"), self.emitter.tmp("_mag"), self.emitter.const
+        src(f"{k} = {c(key, it)}")
+        src(f"{m} = {c(0, it)}")
+        with _Indent(src, self.loops(src, s.axes)):
+            (v,) = self.values(src, [body], bound, set())
+            src(f"_v = {v}")
+            src(f"{k} = {s.kind}({k}, _xb_order_key(_v))")
+            src(f"{m} = max({m}, _xb_magnitude_bits(_v))")
+        src(f"{s.local} = _xb_from_order_key({k}) if {m} <= {c(inf_bits, it)} else {c('nan', s.dtype)}")
 
     def scan(self, src: Source, s: Scan) -> None:
         dt = s.dtype
@@ -517,7 +510,6 @@ def unravel(src: Source, flat: str, axes, tmp: str) -> None:
             rem = f"{tmp}{i}"
 
 
-_LANES = 16             # accumulators of a vectorised float max/min: two AVX2 registers of float32
 
 
 class _Indent:

@@ -74,9 +74,12 @@ __all__ = [
     "f32_as_i32",
     "f64_as_i64",
     "fmuladd",
+    "from_order_key",
     "helper_source",
     "i32_as_f32",
     "i64_as_f64",
+    "magnitude_bits",
+    "order_key",
     "rint",
 ]
 
@@ -126,6 +129,60 @@ def f64_as_i64(typingctx, x):
 def i64_as_f64(typingctx, n):
     """The float64 whose bits are the int64 ``n``."""
     return _bitcast(types.int64, types.float64, ir.DoubleType())(typingctx, n)
+
+
+# Order keys: a float's bits as a signed integer whose order is the float order, so a max/min reduction runs as
+# an integer one, which LLVM vectorises without fast-math flags (a NaN-propagating float select chain stays
+# scalar). key = bits ^ ((bits >> (w-1)) & INT_MAX) flips the magnitude of negatives; it is its own inverse.
+# NaNs are told apart by their magnitude bits, which exceed those of inf.
+
+_FLOAT_INT = {types.float32: (types.int32, ir.IntType(32)), types.float64: (types.int64, ir.IntType(64))}
+
+
+def _key(builder, bits, width):
+    sign = builder.ashr(bits, ir.Constant(bits.type, width - 1))
+    return builder.xor(bits, builder.and_(sign, ir.Constant(bits.type, (1 << (width - 1)) - 1)))
+
+
+@intrinsic
+def order_key(typingctx, x):
+    """float32/float64 -> int32/int64 whose signed order is x's order (-0.0 just below +0.0)."""
+    if x not in _FLOAT_INT:
+        return None
+    ity, llty = _FLOAT_INT[x]
+
+    def codegen(context, builder, signature, args):
+        return _key(builder, builder.bitcast(args[0], llty), llty.width)
+
+    return ity(x), codegen
+
+
+@intrinsic
+def from_order_key(typingctx, k):
+    """The float whose `order_key` is k (int32 -> float32, int64 -> float64)."""
+    back = {ity: (fty, llty) for fty, (ity, llty) in _FLOAT_INT.items()}
+    if k not in back:
+        return None
+    fty, llty = back[k]
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(_key(builder, args[0], llty.width), context.get_value_type(fty))
+
+    return fty(k), codegen
+
+
+@intrinsic
+def magnitude_bits(typingctx, x):
+    """x's bits without the sign, as an integer: above those of inf exactly when x is NaN."""
+    if x not in _FLOAT_INT:
+        return None
+    ity, llty = _FLOAT_INT[x]
+
+    def codegen(context, builder, signature, args):
+        bits = builder.bitcast(args[0], llty)
+        return builder.and_(bits, ir.Constant(llty, (1 << (llty.width - 1)) - 1))
+
+    return ity(x), codegen
 
 
 def _llvm_float_call(name: str, nargs: int):
