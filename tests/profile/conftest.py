@@ -36,8 +36,10 @@ def cpu() -> Target:
 
 
 def fixed_model(t: Target) -> CpuModel:
-    """Round constants: 1 us per serial kernel call, 5 us per parallel region, 2 us host time per run."""
-    return CpuModel(host="test", cores=t.compute_units, threads=t.compute_units, call_us=1.0, parallel_us=5.0, run_us=2.0, c_op_ns=0.02,
+    """Round constants: 1 us per serial kernel call, 5 us per parallel region, 8 us per kernel run as tasks, 2 us
+    host time per run."""
+    return CpuModel(host="test", cores=t.compute_units, threads=t.compute_units, call_us=1.0, parallel_us=5.0,
+                    task_us=8.0, run_us=2.0, c_op_ns=0.02,
                     c_access_ns=0.05, fn_ns={"exp": 0.5, "erf": 0.8, "tanh": 0.6}, blas_flops={"float32": 100e9,
                                                                                            "float64": 50e9},
                     bw_1core={"l1": 200e9, "l2": 100e9, "l3": 40e9, "dram": 15e9}, measured="test")

@@ -13,7 +13,7 @@ def test_calibration_measures_then_reuses(cpu, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(P, "_model_path", lambda: stored_at)
     m = P.calibrate_cpu_model(cpu, ["exp", "reduce_sum"], quick=True)
     assert m.cores == cpu.compute_units and m.threads >= 1
-    assert 0 < m.call_us < 10_000 and 0 < m.parallel_us < 100_000 and 0 <= m.run_us < 10_000
+    assert 0 < m.call_us < 10_000 and 0 < m.parallel_us < 100_000 and 0 < m.task_us < 100_000 and 0 <= m.run_us < 10_000
     assert 0 < m.c_op_ns == pytest.approx(2 / cpu.cpu.single_core_peak["float32"] * 1e9)
     # costs per element: at least one vector operation, at most a microsecond
     for name in ("simple", "exp", "reduce_sum"):

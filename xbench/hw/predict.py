@@ -435,7 +435,7 @@ def program_data(program: Program, arrays: Sequence[np.ndarray]) -> dict[str, np
 
 # ---- the cpu model's constants, from micro-benchmarks --------------------------------------------------------
 
-MODEL_VERSION = 11
+MODEL_VERSION = 12
 
 
 _UNARY_CHAIN = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "tanh", "erf", "erfc", "sigmoid", "sin",
@@ -490,6 +490,7 @@ class CpuModel:
 
     threads: numba's thread count when measured (what a parallel loop of the cpu backend runs on);
     call_us / parallel_us: a serial / parallel (prange) numba kernel call that does nothing;
+    task_us: launching a kernel that is one parallel loop (`backends.cpu.tasks`) with nothing to do;
     run_us: the host side of `Artifact.run` (argument checks, output allocation) beyond one kernel call;
     c_op_ns: one vector operation per element per core (2 / single-core FMA peak), the floor of every cost;
     c_access_ns: one 4-byte load from L1 on one core (4 B / its measured L1 bandwidth); loads and stores are
@@ -511,6 +512,7 @@ class CpuModel:
     threads: int
     call_us: float
     parallel_us: float
+    task_us: float
     run_us: float
     c_op_ns: float
     c_access_ns: float
@@ -533,10 +535,12 @@ def _median_time(fn, *, warmup: int = 2, reps: int = 5, min_s: float = 0.01) -> 
     return t.median_ms / 1e3
 
 
-def _measure_overheads() -> tuple[float, float, float]:
+def _measure_overheads() -> tuple[float, float, float, float]:
     import numba
 
     import xbench as xb
+
+    from ..backends.cpu import tasks
 
     @numba.njit(cache=True, nogil=True)
     def _serial(a, b, c):
@@ -547,18 +551,26 @@ def _measure_overheads() -> tuple[float, float, float]:
         for i in numba.prange(c.shape[0]):
             c[i] = a[i]
 
+    @numba.cfunc(tasks.SIGNATURE, cache=True)
+    def _task(args, dims, steps, data):
+        a, c = tasks.array_at(args[1], (4,), np.float32), tasks.array_at(args[2], (4,), np.float32)
+        lo = tasks.chunk_start(args[0])
+        for i in range(lo, lo + dims[0]):
+            c[i] = a[i]
+
     x = np.zeros(4, np.float32)
     _serial(x, x, x.copy())
     _parallel(x, x, x.copy())
     y = x.copy()
     call = _median_time(lambda: _serial(x, x, y))
     par = _median_time(lambda: _parallel(x, x, y))
+    task = _median_time(lambda: tasks.parallel_for(_task, 4, x, y))
     op = xb.tensor_op(lambda v: v + 1.0, name="calib_overhead")
     one = np.zeros(1, np.float32)
     art = op.compile("cpu", one, schedule={"k0_elementwise": {"parallel": False}})
     art.run(one)
     run = _median_time(lambda: art.run(one))
-    return call * 1e6, par * 1e6, max(0.0, (run - call) * 1e6)
+    return call * 1e6, par * 1e6, task * 1e6, max(0.0, (run - call) * 1e6)
 
 
 def _op_time(op, *args) -> float:
@@ -672,7 +684,7 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         from .calibrate import measure_read, measure_triad
         if verbose:
             print("xbench: calibrating the cpu model (overheads, in-core costs, BLAS, 1-thread bandwidth)")
-        call, par, run = _measure_overheads()
+        call, par, task, run = _measure_overheads()
         peak1 = (t.cpu.single_core_peak.get("float32") if t.cpu else None) or t.peak_flops("float32") / t.compute_units
         c_op = 2.0 / peak1 * 1e9
         c_access = 0.0                      # set from the one-core L1 bandwidth below
@@ -698,7 +710,8 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         import datetime as _dt
 
         import numba
-        model = CpuModel(key, t.compute_units, numba.get_num_threads(), call, par, run, c_op, c_access, {}, blas,
+        model = CpuModel(key, t.compute_units, numba.get_num_threads(), call, par, task, run, c_op, c_access, {},
+                         blas,
                          bw1, _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
         changed = True
     if "scan" not in model.fn_ns and any(f.startswith("scan_") for f in functions):
@@ -780,9 +793,10 @@ def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: 
     P = max(c.points, 1)
     imbalance = math.ceil(P / threads) / (P / threads)
     blas = c.contraction is not None and sched.get("impl", "blas") == "blas" and c.dtype in ("float32", "float64")
-    if regions is None:
-        regions = 1 if parallel else 0
-    overhead = (model.call_us + regions * max(0.0, model.parallel_us - model.call_us)) * 1e-6
+    if regions is None:         # one loop, run as tasks (`backends.cpu.tasks`)
+        overhead = (model.task_us if parallel else model.call_us) * 1e-6
+    else:                       # numba's parallel loops
+        overhead = (model.call_us + regions * max(0.0, model.parallel_us - model.call_us)) * 1e-6
     clock_flops = (target.cpu.single_core_peak.get("float32") if target.cpu else 0) or \
         target.peak_flops("float32") / model.cores
     ns = 0.0

@@ -210,9 +210,13 @@ def _signature_spec(program: Program, k: Kernel) -> list[tuple[str, int]]:
     return [(storage_dtype(program.buffers[p].dtype).name, len(program.buffers[p].shape)) for p in params]
 
 
-def _compile_kernel(fn, spec: list[tuple[str, int]]) -> None:
+def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
+    """Compile kernel `name` of `module` for C-contiguous buffers (a kernel run as tasks was compiled, or
+    loaded from numba's cache, when the module was imported)."""
     import numba
-    fn.compile(tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C") for d, n in spec))
+    if not hasattr(module, f"{name}_task"):
+        getattr(module, name).compile(tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C")
+                                            for d, n in spec))
 
 
 def _compile_all(module, program: Program) -> float:
@@ -220,7 +224,7 @@ def _compile_all(module, program: Program) -> float:
     t0 = time.perf_counter()
     for k in program.kernels:
         try:
-            _compile_kernel(getattr(module, k.name), _signature_spec(program, k))
+            _compile_kernel(module, k.name, _signature_spec(program, k))
         except Exception as exc:  # a compiler failure is ours, not the user's: show the kernel
             raise BackendError(f"numba could not compile kernel {k.name} of {program.name}: "
                                f"{str(exc).splitlines()[0]}",
@@ -233,10 +237,16 @@ def warm(job: tuple) -> None:
     path, key, sigs = job
     module = _load(Path(path), key)
     for name, spec in sigs:
-        _compile_kernel(getattr(module, name), spec)
+        _compile_kernel(module, name, spec)
 
 
 def _function_source(source: str, name: str) -> str:
+    """The text of kernel `name` in a generated module (run as tasks: the task, then its launcher)."""
+    task = _one_function(source, f"{name}_task")
+    return "\n\n\n".join([t for t in (task, _one_function(source, name)) if t])
+
+
+def _one_function(source: str, name: str) -> str:
     lines = source.splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith(f"def {name}(")), None)
     if start is None:

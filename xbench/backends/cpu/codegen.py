@@ -1,12 +1,15 @@
 """Python source for numba from loop-IR kernels.
 
 Every kernel becomes one `@numba.njit` function. Its outer axes run under `prange` (the leading ones collapsed
-into one parallel loop when they are short); each stage is a loop nest at one outer point. Contractions use
+into one parallel loop when they are short); each stage is a loop nest at one outer point. A kernel that is one
+parallel loop is then compiled serially over a range of it and run on numba's threads (`tasks`). Contractions use
 their own template: operands are viewed in place when their layout allows, packed into contiguous panels
 otherwise, multiplied by BLAS (`np.dot` in numba calls BLAS through SciPy) and finished by the fused
 epilogue while the block is still in cache; integer contractions use a blocked loop nest.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -186,6 +189,9 @@ class ModuleWriter:
         if any(sc.get("batch_parallel", False) for sc in self.schedules.values()):
             src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
+        if "tasks" in self.helpers:
+            src("from xbench.backends.cpu.tasks import SIGNATURE as _XB_TASK, array_at as _xb_array_at, "
+                "chunk_start as _xb_chunk_start, parallel_for as _xb_parallel_for")
         if "orderkey" in self.helpers:
             src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
                 "magnitude_bits as _xb_magnitude_bits, order_key as _xb_order_key)")
@@ -263,8 +269,41 @@ class ModuleWriter:
     def kernel(self, k: Kernel) -> str:
         sched = self.schedules.get(k.name, Schedule())
         if k.kind == "contract" and contraction.roles(k) is not None and sched.get("impl", "blas") != "points":
-            return ContractWriter(self, k, sched).text()
-        return self.pointwise(k, sched)
+            return self.tasks(k, ContractWriter(self, k, sched).text())
+        return self.tasks(k, self.pointwise(k, sched))
+
+    def tasks(self, k: Kernel, text: str) -> str:
+        """A kernel whose body is serial set-up and then one `prange` loop, as `<name>_task`: a C-callable
+        function that numba's threading layer runs per chunk of the loop (the set-up once per chunk), and
+        `<name>`, which launches it (see `tasks`). Other kernels keep numba's parallel loops."""
+        lines = text.rstrip("\n").split("\n")
+        params = self.params(k)
+        bufs = [self.program.buffers[p] for p in params]
+        at = next((i for i, line in enumerate(lines) if line.startswith("    for ") and "numba.prange(" in line), None)
+        head = re.fullmatch(r"    for (\w+) in numba\.prange\((\d+)\):", lines[at]) if at is not None else None
+        setup = lines[2:at] if at is not None else []
+        if (head is None or "parallel=True" not in lines[0] or len(lines) <= at + 1
+                or any(line and not line.startswith("        ") for line in lines[at + 1:])
+                or any("numba.prange(" in line or _writes_param(line, params) for line in setup)
+                or any(len(b.shape) == 0 for b in bufs)):
+            return text
+        self.helpers.add("tasks")
+        var, n = head.groups()
+        views = [f"    {p} = _xb_array_at(_args[{i + 1}], {tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
+                 for i, (p, b) in enumerate(zip(params, bufs))]
+        return "\n".join([
+            '@numba.cfunc(_XB_TASK, fastmath=FASTMATH, error_model="numpy", cache=True)',
+            f"def {k.name}_task(_args, _dims, _steps, _data):",
+            *views,
+            *setup,
+            "    _lo = _xb_chunk_start(_args[0])",
+            f"    for {var} in range(_lo, _lo + _dims[0]):",
+            "\n".join(lines[at + 1:]).replace("numba.prange(", "range("),
+            "",
+            "",
+            f"def {k.name}({', '.join(params)}):",
+            f"    _xb_parallel_for({k.name}_task, {n}, {', '.join(params)})",
+        ])
 
     def decorator(self, parallel: bool) -> str:
         return (f'@numba.njit(parallel={parallel}, fastmath=FASTMATH, error_model="numpy", cache=True, '
@@ -495,6 +534,11 @@ def recompute_rows(k: Kernel) -> list:
         else:
             out.append(s)
     return out
+
+
+def _writes_param(line: str, params: list[str]) -> bool:
+    m = re.match(r"\s*(\w+)\[.*\]\s*[-+*/]?=[^=]", line)
+    return bool(m) and m.group(1) in params
 
 
 def unravel(src: Source, flat: str, axes, tmp: str) -> None:
