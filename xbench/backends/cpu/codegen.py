@@ -4,7 +4,7 @@ Every kernel becomes one `@numba.njit` function. Its outer axes run under `prang
 into one parallel loop when they are short); each stage is a loop nest at one outer point. A kernel that is one
 parallel loop is then compiled serially over a range of it and run on numba's threads (`tasks`). Contractions use
 their own template: operands are viewed in place when their layout allows, packed into contiguous panels
-otherwise, multiplied by BLAS (`np.dot` in numba calls BLAS through SciPy) and finished by the fused
+otherwise, multiplied by BLAS (`blas.dot`: numba's `np.dot`, compiled once) and finished by the fused
 epilogue while the block is still in cache; integer contractions use a blocked loop nest.
 """
 from __future__ import annotations
@@ -195,6 +195,8 @@ class ModuleWriter:
         if "orderkey" in self.helpers:
             src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
                 "magnitude_bits as _xb_magnitude_bits, order_key as _xb_order_key)")
+        if "dot" in self.helpers:
+            src("from xbench.backends.cpu.blas import dot as _xb_dot")
         for dt in sorted(d for d in ("float32", "float64") if f"gemm:{d}" in self.helpers):
             src(f"from xbench.backends.cpu.blas import tap_gemms_{dt} as _xb_tap_gemms_{dt}")
         src()
@@ -635,6 +637,7 @@ class ContractWriter:
     def blas(self) -> str:
         w, k, c = self.w, self.k, self.c
         dt = c.dtype
+        w.helpers.add("dot")
         src = Source()
         src(f"def {k.name}({', '.join(w.params(k))}):")
         M, N, K = _prod(self.m), _prod(self.n), _prod(self.kaxes)
@@ -675,7 +678,7 @@ class ContractWriter:
                 if panel:
                     self._panels(src, a_, c.rhs, dt, out, panel)
                 else:
-                    src(f"np.dot({a_}, {b_}, {out})")
+                    src(f"_xb_dot({a_}, {b_}, {out})")
                 if direct_out is None:
                     self._epilogue(src, "_C")
         return src.text()
@@ -746,7 +749,7 @@ class ContractWriter:
                         flat = E.linear(tuple(a.var for a in inner), tuple(a.extent for a in inner))
                         (v,) = self.w.values(src, [e2], set(), set())
                         src(f"_P[_p, _r * {_prod(inner)} + {self.w.emitter.expr(flat)}] = {v}")
-            src(f"np.dot({a_}, _P, _Q)")
+            src(f"_xb_dot({a_}, _P, _Q)")
             src(f"_O = {out}")
             src(f"for _m in range({M}):")
             with src.indent():
