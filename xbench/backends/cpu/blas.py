@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.extending import overload
 from numba.np.linalg import _BLAS, ensure_blas
 
 ensure_blas()
@@ -22,26 +23,34 @@ def dot(a, b, out):
     np.dot(a, b, out)
 
 
-def _tap_gemms(dtype, kind: str):
-    gemm = _BLAS().numba_xxgemm(dtype)
-    code, notrans = ord(kind), ord("n")
-
-    @numba.njit(nogil=True, cache=True)
-    def tap_gemms(x, w, c, taps_per_row, row_step, col_step):
-        """c[M, L] = sum over taps t of w[t] [M, K] @ (the run of x's rows [K, L] starting at column
-        (t // taps_per_row) * row_step + (t % taps_per_row) * col_step), x's row stride as leading dimension."""
-        one = np.ones(1, x.dtype)
-        zero = np.zeros(1, x.dtype)
-        xf = x.reshape(-1)
-        m, n, k = c.shape[1], c.shape[0], w.shape[2]
-        for t in range(w.shape[0]):
-            off = (t // taps_per_row) * row_step + (t % taps_per_row) * col_step
-            # column-major: c^T [L, M] = run^T [L, K] @ w[t]^T [K, M]
-            gemm(code, notrans, notrans, m, n, k, one.ctypes, xf[off:].ctypes, x.shape[1], w[t].ctypes, k,
-                 (zero if t == 0 else one).ctypes, c.ctypes, m)
-
-    return tap_gemms
+def _xxgemm(sample, kind, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """numba's binding of SciPy's ?gemm for the dtype of the array `sample` (numba code only)."""
+    raise NotImplementedError
 
 
-tap_gemms_float32 = _tap_gemms(numba.float32, "s")
-tap_gemms_float64 = _tap_gemms(numba.float64, "d")
+@overload(_xxgemm)
+def _ol_xxgemm(sample, kind, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    fn = _BLAS().numba_xxgemm(sample.dtype)
+
+    def impl(sample, kind, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        return fn(kind, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
+    return impl
+
+
+# a top-level function whose globals are plain objects: numba's cache keys a closure on its cells, which a
+# gemm binding does not hash stably, so a closure would be compiled again in every process
+@numba.njit(nogil=True, cache=True)
+def tap_gemms(x, w, c, taps_per_row, row_step, col_step):
+    """c[M, L] = sum over taps t of w[t] [M, K] @ (the run of x's rows [K, L] starting at column
+    (t // taps_per_row) * row_step + (t % taps_per_row) * col_step), x's row stride as leading dimension."""
+    code, notrans = (115 if x.itemsize == 4 else 100), 110         # 's' or 'd', 'n'
+    one = np.ones(1, x.dtype)
+    zero = np.zeros(1, x.dtype)
+    xf = x.reshape(-1)
+    m, n, k = c.shape[1], c.shape[0], w.shape[2]
+    for t in range(w.shape[0]):
+        off = (t // taps_per_row) * row_step + (t % taps_per_row) * col_step
+        # column-major: c^T [L, M] = run^T [L, K] @ w[t]^T [K, M]
+        _xxgemm(x, code, notrans, notrans, m, n, k, one.ctypes, xf[off:].ctypes, x.shape[1], w[t].ctypes, k,
+                (zero if t == 0 else one).ctypes, c.ctypes, m)

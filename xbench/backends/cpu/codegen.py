@@ -197,8 +197,8 @@ class ModuleWriter:
                 "magnitude_bits as _xb_magnitude_bits, order_key as _xb_order_key)")
         if "dot" in self.helpers:
             src("from xbench.backends.cpu.blas import dot as _xb_dot")
-        for dt in sorted(d for d in ("float32", "float64") if f"gemm:{d}" in self.helpers):
-            src(f"from xbench.backends.cpu.blas import tap_gemms_{dt} as _xb_tap_gemms_{dt}")
+        if "tap_gemms" in self.helpers:
+            src("from xbench.backends.cpu.blas import tap_gemms as _xb_tap_gemms")
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
@@ -689,7 +689,7 @@ class ContractWriter:
         accumulating in `_C` [M, Hout·Wp], which the epilogue reads at the output's columns."""
         w, k, c = self.w, self.k, self.c
         dt = c.dtype
-        w.helpers.add(f"gemm:{dt}")
+        w.helpers.add("tap_gemms")
         M, B, C = _prod(self.m), _prod(self.batch), plan.chan.extent
         R, S = plan.taps[0].extent, plan.taps[1].extent
         (hp, wp), (hout, _), (hin, win) = plan.padded, plan.out, plan.size
@@ -723,7 +723,7 @@ class ContractWriter:
                             src(f"_X[_c, _y * {wp} + _x] = {plan.buf}[{lead}_c, _y + {oy}, _x + {ox}]")
                 if per_batch:
                     src(f"_C = np.empty(({M}, {L}), {NP_TYPES[dt]})")
-                src(f"_xb_tap_gemms_{dt}(_X, _W, _C, {S}, {plan.dil[0] * wp}, {plan.dil[1]})")
+                src(f"_xb_tap_gemms(_X, _W, _C, {S}, {plan.dil[0] * wp}, {plan.dil[1]})")
                 self._epilogue(src, "_C", E.add(E.mul(self.n[0].var, E.const(wp)), self.n[1].var))
         return src.text()
 
