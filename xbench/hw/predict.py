@@ -554,8 +554,8 @@ def _measure_overheads() -> tuple[float, float, float, float]:
     @numba.cfunc(tasks.SIGNATURE, cache=True)
     def _task(args, dims, steps, data):
         a, c = tasks.array_at(args[1], (4,), np.float32), tasks.array_at(args[2], (4,), np.float32)
-        lo = tasks.chunk_start(args[0])
-        for i in range(lo, lo + dims[0]):
+        lo, hi = tasks.chunk_bounds(args[0], dims[0])
+        for i in range(lo, hi):
             c[i] = a[i]
 
     x = np.zeros(4, np.float32)

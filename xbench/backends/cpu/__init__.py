@@ -21,8 +21,10 @@ from .. import Artifact, KernelInfo
 from .codegen import ModuleWriter, needs_collapse, panel_rows, storage_dtype
 from .lowp import LOAD as LOWP
 
-CODEGEN_VERSION = "5"
-PARALLEL_MIN_WORK = 1 << 15
+CODEGEN_VERSION = "6"
+# scalar evaluations below which a kernel runs serially: launching a parallel loop on the threading layer costs
+# about 20 us from Python, which half the work of this many evaluations (~65 us serially) just repays
+PARALLEL_MIN_WORK = 1 << 17
 _modules: dict[str, object] = {}
 _lock = threading.Lock()
 
@@ -212,7 +214,7 @@ def _signature_spec(program: Program, k: Kernel) -> list[tuple[str, int]]:
 
 def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
     """Compile kernel `name` of `module` for C-contiguous buffers (a kernel run as tasks was compiled, or
-    loaded from numba's cache, when the module was imported)."""
+    loaded from numba's cache, with its task when the module was imported)."""
     import numba
     if not hasattr(module, f"{name}_task"):
         getattr(module, name).compile(tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C")
@@ -241,9 +243,9 @@ def warm(job: tuple) -> None:
 
 
 def _function_source(source: str, name: str) -> str:
-    """The text of kernel `name` in a generated module (run as tasks: the task, then its launcher)."""
-    task = _one_function(source, f"{name}_task")
-    return "\n\n\n".join([t for t in (task, _one_function(source, name)) if t])
+    """The text of kernel `name` in a generated module (run as tasks: its part, task and launcher)."""
+    parts = [_one_function(source, f"{name}{s}") for s in ("_part", "_task", "")]
+    return "\n\n\n".join(p for p in parts if p)
 
 
 def _one_function(source: str, name: str) -> str:

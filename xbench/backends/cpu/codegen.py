@@ -190,8 +190,8 @@ class ModuleWriter:
             src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
         if "tasks" in self.helpers:
-            src("from xbench.backends.cpu.tasks import SIGNATURE as _XB_TASK, array_at as _xb_array_at, "
-                "chunk_start as _xb_chunk_start, parallel_for as _xb_parallel_for")
+            src("from xbench.backends.cpu.tasks import SIGNATURE as _XB_TASK, NoAliasCompiler as _XB_NOALIAS, "
+                "array_at as _xb_array_at, chunk_bounds as _xb_chunk_bounds, parallel_for as _xb_parallel_for")
         if "orderkey" in self.helpers:
             src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
                 "magnitude_bits as _xb_magnitude_bits, order_key as _xb_order_key)")
@@ -275,9 +275,9 @@ class ModuleWriter:
         return self.tasks(k, self.pointwise(k, sched))
 
     def tasks(self, k: Kernel, text: str) -> str:
-        """A kernel whose body is serial set-up and then one `prange` loop, as `<name>_task`: a C-callable
-        function that numba's threading layer runs per chunk of the loop (the set-up once per chunk), and
-        `<name>`, which launches it (see `tasks`). Other kernels keep numba's parallel loops."""
+        """A kernel whose body is serial set-up and then one `prange` loop, as `<name>_part(buffers, _lo, _hi)`
+        (the set-up, then the loop over a range), the C-callable `<name>_task` that numba's threading layer runs
+        per chunk, and `<name>`, which launches it (see `tasks`). Other kernels keep numba's parallel loops."""
         lines = text.rstrip("\n").split("\n")
         params = self.params(k)
         bufs = [self.program.buffers[p] for p in params]
@@ -291,16 +291,20 @@ class ModuleWriter:
             return text
         self.helpers.add("tasks")
         var, n = head.groups()
-        views = [f"    {p} = _xb_array_at(_args[{i + 1}], {tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
-                 for i, (p, b) in enumerate(zip(params, bufs))]
+        views = ", ".join(f"_xb_array_at(_args[{i + 1}], {tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
+                          for i, b in enumerate(bufs))
         return "\n".join([
-            '@numba.cfunc(_XB_TASK, fastmath=FASTMATH, error_model="numpy", cache=True)',
-            f"def {k.name}_task(_args, _dims, _steps, _data):",
-            *views,
+            self.decorator(False)[:-1] + ", pipeline_class=_XB_NOALIAS)",
+            f"def {k.name}_part({', '.join(params)}, _lo, _hi):",
             *setup,
-            "    _lo = _xb_chunk_start(_args[0])",
-            f"    for {var} in range(_lo, _lo + _dims[0]):",
+            f"    for {var} in range(_lo, _hi):",
             "\n".join(lines[at + 1:]).replace("numba.prange(", "range("),
+            "",
+            "",
+            "@numba.cfunc(_XB_TASK, cache=True)",
+            f"def {k.name}_task(_args, _dims, _steps, _data):",
+            "    _lo, _hi = _xb_chunk_bounds(_args[0], _dims[0])",
+            f"    {k.name}_part({views}, _lo, _hi)",
             "",
             "",
             f"def {k.name}({', '.join(params)}):",

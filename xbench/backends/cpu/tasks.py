@@ -2,37 +2,56 @@
 
 A kernel whose body is one parallel loop is compiled serially over a range of it, `part(*buffers, lo, hi)`,
 plus a C-callable `task(args, dims, steps, data)` with the signature of numba's gufunc kernels, which views the
-buffers and calls the part. `parallel_for` hands the task to numba's threading layer: the same threads and the
+buffers and calls the part. The part's buffers are marked `noalias` (`NoAliasCompiler`), as numba marks a
+`prange` body whose arrays it proved distinct: a kernel's buffers are distinct allocations, or inputs it
+only reads, so LLVM may keep loads in registers across stores and vectorise without overlap checks. `parallel_for` hands the task to numba's threading layer: the same threads and the
 same scheduler (equal static chunks) that a `prange` loop runs on. A `prange` loop would instead compile a
 second function and run numba's parallel analysis passes over the body, twice the serial compile time.
 
-The threading layer calls `task(args, dims, ...)` once per chunk with `args[0]` advanced to the chunk's start
-in an index array and `dims[0]` the chunk's length; the buffers' pointers follow with step 0.
+As for numba's own parallel loops, the first argument is a schedule, one [start, end) row per thread, and the
+threading layer calls `task(args, dims, ...)` with `args[0]` at the first of its `dims[0]` rows (the OpenMP
+layer hands out single rows, the workqueue layer runs of them); the buffers' pointers follow with step 0.
 """
 from __future__ import annotations
 
+import copy
 import ctypes
 import functools
 
 import numpy as np
 from llvmlite import ir
-from numba.core import cgutils, types
+from numba import get_num_threads
+from numba.core import cgutils, compiler, types
 from numba.extending import intrinsic
 
 SIGNATURE = types.void(types.CPointer(types.voidptr), types.CPointer(types.intp), types.CPointer(types.intp),
                        types.voidptr)
 
 
+class NoAliasCompiler(compiler.Compiler):
+    """numba's pipeline, with the function's pointer arguments (its arrays' data) marked `noalias`."""
+
+    def __init__(self, typingctx, targetctx, library, args, return_type, flags, locals):
+        flags = copy.copy(flags)
+        flags.noalias = True
+        super().__init__(typingctx, targetctx, library, args, return_type, flags, locals)
+
+
 @intrinsic
-def chunk_start(typingctx, ptr):
-    """The int64 that `ptr` points at (the chunk's first index)."""
-    if ptr != types.voidptr:
+def chunk_bounds(typingctx, ptr, rows):
+    """(lo, hi) of the `rows` consecutive rows of the schedule at `ptr` (int64 pairs [start, end))."""
+    if ptr != types.voidptr or not isinstance(rows, types.Integer):
         return None
 
     def codegen(context, builder, signature, args):
-        return builder.load(builder.bitcast(args[0], ir.IntType(64).as_pointer()))
+        i64 = ir.IntType(64)
+        sched = builder.bitcast(args[0], i64.as_pointer())
+        last = builder.sub(builder.mul(builder.sext(args[1], i64) if args[1].type.width < 64 else args[1],
+                                       ir.Constant(i64, 2)), ir.Constant(i64, 1))
+        pair = (builder.load(sched), builder.load(builder.gep(sched, [last])))
+        return context.make_tuple(builder, signature.return_type, pair)
 
-    return types.int64(ptr), codegen
+    return types.UniTuple(types.int64, 2)(ptr, rows), codegen
 
 
 @intrinsic
@@ -74,21 +93,22 @@ def _launcher():
                        c.c_int)(ll.address_of_symbol("numba_parallel_for"))
 
 
-@functools.lru_cache(maxsize=64)
-def _indices(n: int) -> np.ndarray:
-    return np.arange(n, dtype=np.int64)
+@functools.lru_cache(maxsize=256)
+def _launch_args(n: int, threads: int, k: int) -> tuple:
+    """The schedule ([start, end) of each thread's equal share of [0, n)) and the ctypes arguments that
+    describe it and `k - 1` buffers."""
+    cuts = [n * i // threads for i in range(threads + 1)]
+    sched = np.array([cuts[:-1], cuts[1:]], dtype=np.int64).T.copy()
+    return sched, sched.ctypes.data, (ctypes.c_size_t * 1)(threads), (ctypes.c_size_t * k)(sched.strides[0])
 
 
 def parallel_for(task, n: int, *arrays: np.ndarray) -> None:
-    """Run the compiled `task` over [0, n) on numba's threads (`numba.set_num_threads` applies); `arrays` are
-    the C-contiguous buffers it views, in order."""
-    import numba
-
+    """Run the compiled `task` over [0, n) on numba's threads (`numba.set_num_threads` applies), one chunk
+    per thread; `arrays` are the C-contiguous buffers it views, in order."""
     if n <= 0:
         return
-    threads = max(1, min(numba.get_num_threads(), n))
+    threads = max(1, min(get_num_threads(), n))
     k = len(arrays) + 1
-    idx = _indices(n)
-    argv = (ctypes.c_void_p * k)(idx.ctypes.data, *(a.ctypes.data for a in arrays))
-    steps = (ctypes.c_size_t * k)(idx.itemsize)
-    _launcher()(task.address, argv, (ctypes.c_size_t * 1)(n), steps, None, 0, k, threads)
+    _, sched, dims, steps = _launch_args(n, threads, k)
+    argv = (ctypes.c_void_p * k)(sched, *(a.__array_interface__["data"][0] for a in arrays))
+    _launcher()(task.address, argv, dims, steps, None, 0, k, threads)
