@@ -24,8 +24,10 @@ def dot(a, b, out):
 
 
 def _xxgemm(sample, kind, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """numba's binding of SciPy's ?gemm for the dtype of the array `sample` (numba code only)."""
-    raise NotImplementedError
+    """numba's binding of SciPy's ?gemm for the dtype of the array `sample`. It takes raw pointers and exists
+    only inside numba-compiled code (the overload below); from Python, call `dot` or `tap_gemms`."""
+    raise TypeError("xbench.backends.cpu.blas._xxgemm is a BLAS binding for numba-compiled code only; "
+                    "from Python use blas.dot(a, b, out) or blas.tap_gemms(...)")
 
 
 @overload(_xxgemm)

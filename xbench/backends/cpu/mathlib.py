@@ -144,17 +144,22 @@ def _key(builder, bits, width):
     return builder.xor(bits, builder.and_(sign, ir.Constant(bits.type, (1 << (width - 1)) - 1)))
 
 
-@intrinsic
-def order_key(typingctx, x):
-    """float32/float64 -> int32/int64 whose signed order is x's order (-0.0 just below +0.0)."""
+def _from_bits(x, transform):
+    """Typing of an intrinsic float32/float64 -> int32/int64 computed as `transform(builder, bits, width)`."""
     if x not in _FLOAT_INT:
         return None
     ity, llty = _FLOAT_INT[x]
 
     def codegen(context, builder, signature, args):
-        return _key(builder, builder.bitcast(args[0], llty), llty.width)
+        return transform(builder, builder.bitcast(args[0], llty), llty.width)
 
     return ity(x), codegen
+
+
+@intrinsic
+def order_key(typingctx, x):
+    """float32/float64 -> int32/int64 whose signed order is x's order (-0.0 just below +0.0)."""
+    return _from_bits(x, _key)
 
 
 @intrinsic
@@ -174,15 +179,8 @@ def from_order_key(typingctx, k):
 @intrinsic
 def magnitude_bits(typingctx, x):
     """x's bits without the sign, as an integer: above those of inf exactly when x is NaN."""
-    if x not in _FLOAT_INT:
-        return None
-    ity, llty = _FLOAT_INT[x]
-
-    def codegen(context, builder, signature, args):
-        bits = builder.bitcast(args[0], llty)
-        return builder.and_(bits, ir.Constant(llty, (1 << (llty.width - 1)) - 1))
-
-    return ity(x), codegen
+    return _from_bits(x, lambda builder, bits, width: builder.and_(bits, ir.Constant(bits.type,
+                                                                                     (1 << (width - 1)) - 1)))
 
 
 def _llvm_float_call(name: str, nargs: int):
