@@ -128,23 +128,29 @@ def test_conv2d_in_panels(batch_parallel):
         np.testing.assert_allclose(ops.conv2d.run(x, w, None, padding=1, schedule=sched), expect, atol=1e-4)
 
 
-@pytest.mark.parametrize("window", ["shift", "pack"])
+@pytest.mark.parametrize("window", ["shift", "pack", "winograd"])
 @pytest.mark.parametrize("batch_parallel", [False, True])
 @pytest.mark.parametrize("padding,dilation,kernel", [(1, 1, (3, 3)), (0, 1, (3, 3)), ((2, 0), 2, (3, 2)),
-                                                     (3, (1, 2), (2, 3)), (0, 1, (1, 1))])
+                                                     (3, (1, 2), (2, 3)), (0, 1, (1, 1)), ((2, 1), 1, (3, 3))])
 def test_conv2d_as_shifted_gemms(window, batch_parallel, padding, dilation, kernel):
-    """Stride-1 convolutions as one GEMM per tap over a zero-padded copy (the default) and packed (im2col), with
-    bias, asymmetric kernels, padding and dilation, a non-contiguous input, float32 and float64."""
+    """Stride-1 convolutions as one GEMM per tap over a zero-padded copy, packed (im2col), and for 3x3 windows
+    without dilation by Winograd's F(2x2, 3x3) (the default there), with bias, asymmetric kernels, padding
+    and dilation, odd output sizes (tiles past the edge), a non-contiguous input, float32 and float64."""
+    winograd = kernel == (3, 3) and dilation == 1
+    if window == "winograd" and not winograd:
+        window = "shift"                                    # not a choice for this window
     for dtype, atol in ((np.float32, 1e-4), (np.float64, 1e-10)):
         x = rng.standard_normal((3, 9, 10, 4)).astype(dtype).transpose(0, 3, 1, 2)     # a strided NCHW view
         w, b = rng.standard_normal((5, 4, *kernel)).astype(dtype), rng.standard_normal(5).astype(dtype)
         prog = ops.conv2d.lower(x, w, b, padding=padding, dilation=dilation)
         k = prog.kernels[-1]
         knobs = xb.backends.get("cpu").knobs(k)
-        assert knobs["window"].choices == ("shift", "pack") and knobs["window"].default == "shift"
+        assert knobs["window"].choices == ("shift", "pack") + (("winograd",) if winograd else ())
+        assert knobs["window"].default == ("winograd" if winograd else "shift")
         sched = {k.name: {"window": window, "batch_parallel": batch_parallel}}
         art = ops.conv2d.compile("cpu", x, w, b, padding=padding, dilation=dilation, schedule=sched)
         assert ("_xb_tap_gemms(" in art.source) == (window == "shift")
+        assert ("_xb_winograd.products(" in art.source) == (window == "winograd")
         expect = N.conv2d(x.astype(np.float64), w, b, 1, padding, dilation)
         np.testing.assert_allclose(art.run(x, w, b)[0], expect, atol=atol)
 

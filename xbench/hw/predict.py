@@ -1106,11 +1106,14 @@ def predict_program(program: Program, target: Target | str, *, counts: Sequence[
             if c.contraction is not None and sched.get("impl", "blas") == "blas" and c.dtype in ("float32",
                                                                                                  "float64"):
                 regions = blas_regions(program, k)
-                plan = shift_plan(k) if sched.get("window") == "shift" else None
-                if plan is not None:          # one GEMM per tap and batch point, over Hout x Wp columns
+                plan = shift_plan(k) if sched.get("window") in ("shift", "winograd") else None
+                if plan is not None:
                     B, M, _, _ = c.contraction
-                    taps = plan.taps[0].extent * plan.taps[1].extent
-                    c = replace(c, contraction=(B * taps, M, plan.out[0] * plan.padded[1], plan.chan.extent))
+                    if sched["window"] == "winograd":     # 16 GEMMs per batch point over the 2x2 output tiles
+                        gemms, cols = 16, -(-plan.out[0] // 2) * -(-plan.out[1] // 2)
+                    else:                                 # one GEMM per tap and batch point, over Hout x Wp columns
+                        gemms, cols = plan.taps[0].extent * plan.taps[1].extent, plan.out[0] * plan.padded[1]
+                    c = replace(c, contraction=(B * gemms, M, cols, plan.chan.extent))
                     regions = 1 + (1 if sched.get("batch_parallel") else B)
             out.append(predict_cpu_kernel(c, t, model, ch, schedule=sched, regions=regions))
         return ProgramPrediction(t.name, out, model.run_us * 1e-6, "cpu roofline over the cache hierarchy")

@@ -1407,9 +1407,13 @@ def cpu_trace(program: Program, kernel: Kernel, target: Target, *, schedule: Map
     impl = sched.get("impl", "blas" if kernel.kind == "contract" else None)
     roles = contract_roles(kernel)
     if roles is not None and impl == "blas" and roles[0].dtype in ("float32", "float64"):
-        plan = shift_plan(kernel) if sched.get("window") == "shift" else None
+        plan = shift_plan(kernel) if sched.get("window") in ("shift", "winograd") else None
         if plan is not None:
-            return shift_trace(program, kernel, plan, lay, cores=cores, vec=vector_bytes(target), data=data)
+            t = shift_trace(program, kernel, plan, lay, cores=cores, vec=vector_bytes(target), data=data)
+            if sched["window"] == "winograd":
+                t.notes.append("Winograd F(2x2, 3x3) traced as the shifted GEMMs over the same padded copy: its "
+                               "transformed tiles and 16 smaller GEMMs are not traced")
+            return t
         return blas_trace(program, kernel, lay, cores=cores, vec=vector_bytes(target), data=data)
     t = CpuPointTrace(program, kernel, lay, cores=cores, parallel=parallel, data=data)
     if roles is not None and impl == "loops":

@@ -89,6 +89,11 @@ class ShiftPlan:
         hp, wp = self.padded
         return hp * wp + self.dil[1] * (self.taps[1].extent - 1)
 
+    @property
+    def winograd(self) -> bool:
+        """3x3 taps without dilation: the shape Winograd's F(2x2, 3x3) computes."""
+        return (self.taps[0].extent, self.taps[1].extent, self.dil) == (3, 3, (1, 1))
+
     def offset(self, r: int, s: int) -> int:
         return r * self.dil[0] * self.padded[1] + s * self.dil[1]
 

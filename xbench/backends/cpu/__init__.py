@@ -21,7 +21,7 @@ from .. import Artifact, KernelInfo
 from .codegen import ModuleWriter, needs_collapse, panel_rows, storage_dtype
 from .lowp import LOAD as LOWP
 
-CODEGEN_VERSION = "6"
+CODEGEN_VERSION = "7"
 # scalar evaluations below which a kernel runs serially: launching a parallel loop on the threading layer costs
 # about 20 us from Python, which half the work of this many evaluations (~65 us serially) just repays
 PARALLEL_MIN_WORK = 1 << 17
@@ -113,9 +113,11 @@ class CpuBackend:
                                          "contraction: one single-threaded GEMM per core over the batch, "
                                          "instead of multithreaded BLAS per GEMM")
         if "window" in d:
-            out["window"] = Knob("window", ("shift", "pack"), d["window"],
-                                 "convolution: one GEMM per window tap over a zero-padded copy of the input, or "
-                                 "the window packed into one operand (im2col) for a single GEMM")
+            choices = ("shift", "pack", "winograd") if contraction.shift_plan(kernel).winograd else ("shift", "pack")
+            out["window"] = Knob("window", choices, d["window"],
+                                 "convolution: one GEMM per window tap over a zero-padded copy of the input, "
+                                 "the window packed into one operand (im2col) for a single GEMM, or (3x3, "
+                                 "stride 1, no dilation) Winograd F(2x2, 3x3): 16 GEMMs at 4/9 of the products")
         if "panel" in d:
             out["panel"] = Knob("panel", panel_rows(kernel), d["panel"],
                                 "contraction: pack the right operand this many rows of its outer column axis at "
@@ -148,7 +150,7 @@ class CpuBackend:
             if len(panel_rows(kernel)) > 1:
                 s["panel"] = 0
             if s["impl"] == "blas" and contraction.shift_plan(kernel) is not None:
-                s["window"] = "shift"
+                s["window"] = "winograd" if contraction.shift_plan(kernel).winograd else "shift"
             if batches > 1:
                 # enough independent GEMMs to give every core whole ones: cheaper than BLAS's own threading
                 s["batch_parallel"] = batches >= 2 * threads()

@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover
     mathlib = None
 
 FASTMATH = '{"nsz", "arcp", "contract", "afn", "reassoc"}'
+SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loop
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -189,6 +190,7 @@ class ModuleWriter:
         if any(sc.get("batch_parallel", False) for sc in self.schedules.values()):
             src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
+        src("from xbench.backends.cpu.tasks import new_array as _xb_new, new_zeros as _xb_new_zeros")
         if "tasks" in self.helpers:
             src("from xbench.backends.cpu.tasks import SIGNATURE as _XB_TASK, NoAliasCompiler as _XB_NOALIAS, "
                 "array_at as _xb_array_at, chunk_bounds as _xb_chunk_bounds, parallel_for as _xb_parallel_for")
@@ -199,6 +201,8 @@ class ModuleWriter:
             src("from xbench.backends.cpu.blas import dot as _xb_dot")
         if "tap_gemms" in self.helpers:
             src("from xbench.backends.cpu.blas import tap_gemms as _xb_tap_gemms")
+        if "winograd" in self.helpers:
+            src("from xbench.backends.cpu import winograd as _xb_winograd")
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
@@ -291,6 +295,9 @@ class ModuleWriter:
             return text
         self.helpers.add("tasks")
         var, n = head.groups()
+        # each thread's scratch, allocated per iteration under prange, is allocated once per part instead
+        body = [line for line in lines[at + 1:] if not line.endswith(SCRATCH)]
+        setup += [line[4:] for line in lines[at + 1:] if line.endswith(SCRATCH)]
         views = ", ".join(f"_xb_array_at(_args[{i + 1}], {tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
                           for i, b in enumerate(bufs))
         return "\n".join([
@@ -298,7 +305,7 @@ class ModuleWriter:
             f"def {k.name}_part({', '.join(params)}, _lo, _hi):",
             *setup,
             f"    for {var} in range(_lo, _hi):",
-            "\n".join(lines[at + 1:]).replace("numba.prange(", "range("),
+            "\n".join(body).replace("numba.prange(", "range("),
             "",
             "",
             "@numba.cfunc(_XB_TASK, cache=True)",
@@ -349,7 +356,7 @@ class ModuleWriter:
         if not self.schedules.get(k.name, Schedule()).get("row_buffer", True):
             stages, rows = recompute_rows(k), {}
         for name, (shape, dtype) in rows.items():
-            src(f"{name} = np.empty({tuple(shape)!r}, {self.np_type(dtype)})")
+            src(f"{name} = _xb_new({tuple(shape)!r}, {self.np_type(dtype)})")
         for s in stages:
             self.stage(src, s, bound)
         if not stages:
@@ -501,7 +508,7 @@ class ModuleWriter:
     def sort(self, src: Source, s: Sort) -> None:
         n = s.axis.extent
         dt = s.body.dtype
-        src(f"_row = np.empty({n}, {self.np_type(dt)})")
+        src(f"_row = _xb_new(({n},), {self.np_type(dt)})")
         src(f"for {s.axis.name} in range({n}):")
         with src.indent():
             (v,) = self.values(src, [s.body], set(), set())
@@ -605,7 +612,9 @@ class ContractWriter:
     def text(self) -> str:
         plan = contraction.shift_plan(self.k)
         if self.c.dtype in ("float32", "float64") and self.sched.get("impl", "blas") == "blas":
-            body = self.shifted(plan) if plan and self.sched.get("window") == "shift" else self.blas()
+            window = self.sched.get("window") if plan else None
+            body = self.shifted(plan) if window == "shift" else self.winograd(plan) if window == "winograd" \
+                else self.blas()
         else:
             body = self.loops()
         parallel = "numba.prange" in body and bool(self.sched.get("parallel", True))
@@ -660,7 +669,7 @@ class ContractWriter:
                      "_C": (direct_out is None, True, f"({M}, {N})")}
             for name, (needed, varies, shape) in alloc.items():
                 if needed and not (per_batch and varies):
-                    src(f"{name} = np.empty({shape}, {NP_TYPES[dt]})")
+                    src(f"{name} = _xb_new({shape}, {NP_TYPES[dt]})")
             if lview is None and not lhs_b:
                 self._pack(src, "_A", c.lhs, self.m, self.kaxes, dt)
             if rview is None and not rhs_b:
@@ -670,7 +679,7 @@ class ContractWriter:
             with src.indent():
                 for name, (needed, varies, shape) in alloc.items():
                     if needed and per_batch and varies:
-                        src(f"{name} = np.empty({shape}, {NP_TYPES[dt]})")
+                        src(f"{name} = _xb_new({shape}, {NP_TYPES[dt]})" + SCRATCH)
                 unravel(src, "_b", self.batch, "_br")
                 if lview is None and lhs_b:
                     self._pack(src, "_A", c.lhs, self.m, self.kaxes, dt)
@@ -687,6 +696,45 @@ class ContractWriter:
                     self._epilogue(src, "_C")
         return src.text()
 
+    def _tap_weights(self, src: Source, plan: contraction.ShiftPlan, dt: str) -> None:
+        """`_W[r·S + s, m, c]`: the weights repacked per window tap (a few thousand elements: serial)."""
+        w, c = self.w, self.c
+        R, S = plan.taps[0].extent, plan.taps[1].extent
+        M, C = _prod(self.m), plan.chan.extent
+        src(f"_W = _xb_new(({R * S}, {M}, {C}), {NP_TYPES[dt]})")
+        src(f"for _p in range({M}):")
+        with src.indent():
+            unravel(src, "_p", self.m, "_pm")
+            depth = w.loops(src, (plan.chan, *plan.taps))
+            with _Indent(src, depth):
+                (v,) = w.values(src, [_acc(c.lhs, dt)], set(), set())
+                src(f"_W[{plan.taps[0].name} * {S} + {plan.taps[1].name}, _p, {plan.chan.name}] = {v}")
+
+    def _pad_copy(self, src: Source, plan: contraction.ShiftPlan, hp: int, wp: int, loop: str) -> None:
+        """Copy the batch point's input planes into the zero-padded `_X[c, y·wp + x]` (its borders stay 0)."""
+        lead = f"{self.batch[0].name}, " if self.batch else ""
+        (oy, ox), (hin, win) = plan.off, plan.size
+        src(f"for _c in {loop}({plan.chan.extent}):")
+        with src.indent():
+            src(f"for _y in range({max(0, -oy)}, {min(hp, hin - oy)}):")
+            with src.indent():
+                src(f"for _x in range({max(0, -ox)}, {min(wp, win - ox)}):")
+                with src.indent():
+                    src(f"_X[_c, _y * {wp} + _x] = {plan.buf}[{lead}_c, _y + {oy}, _x + {ox}]")
+
+    def _batch_loop(self, src: Source, B: int, per_batch: bool, scratch: list[str]) -> None:
+        """Open the loop over batch points; each thread's scratch is allocated in it when the points run in
+        parallel, once before it otherwise."""
+        if not per_batch:
+            for line in scratch:
+                src(line)
+        src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
+        with src.indent():
+            if per_batch:
+                for line in scratch:
+                    src(line + SCRATCH)
+            unravel(src, "_b", self.batch, "_br")
+
     def shifted(self, plan: contraction.ShiftPlan) -> str:
         """A convolution as one GEMM per window tap (`contraction.ShiftPlan`): the weights repacked per tap, then
         per batch point the input planes copied into a zero-padded buffer and multiplied at each tap's offset,
@@ -695,40 +743,61 @@ class ContractWriter:
         dt = c.dtype
         w.helpers.add("tap_gemms")
         M, B, C = _prod(self.m), _prod(self.batch), plan.chan.extent
-        R, S = plan.taps[0].extent, plan.taps[1].extent
-        (hp, wp), (hout, _), (hin, win) = plan.padded, plan.out, plan.size
+        S = plan.taps[1].extent
+        (hp, wp), (hout, _) = plan.padded, plan.out
         L, row = hout * wp, plan.row
         per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
         src = Source()
         src(f"def {k.name}({', '.join(w.params(k))}):")
         with src.indent():
-            src(f"_W = np.empty(({R * S}, {M}, {C}), {NP_TYPES[dt]})")
-            src(f"for _p in range({M}):")           # a few thousand elements: not worth a parallel region
+            self._tap_weights(src, plan, dt)
+            scratch = [f"_X = _xb_new_zeros(({C}, {row}), {NP_TYPES[dt]})", f"_C = _xb_new(({M}, {L}), {NP_TYPES[dt]})"]
+            self._batch_loop(src, B, per_batch, scratch)
             with src.indent():
-                unravel(src, "_p", self.m, "_pm")
-                depth = w.loops(src, (plan.chan, *plan.taps))
-                with _Indent(src, depth):
-                    (v,) = w.values(src, [_acc(c.lhs, dt)], set(), set())
-                    src(f"_W[{plan.taps[0].name} * {S} + {plan.taps[1].name}, _p, {plan.chan.name}] = {v}")
-            if not per_batch:
-                src(f"_C = np.empty(({M}, {L}), {NP_TYPES[dt]})")
-            src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
-            with src.indent():
-                unravel(src, "_b", self.batch, "_br")
-                lead = f"{self.batch[0].name}, " if self.batch else ""
-                oy, ox = plan.off
-                src(f"_X = np.zeros(({C}, {row}), {NP_TYPES[dt]})")
-                src(f"for _c in range({C}):")
-                with src.indent():
-                    src(f"for _y in range({max(0, -oy)}, {min(hp, hin - oy)}):")
-                    with src.indent():
-                        src(f"for _x in range({max(0, -ox)}, {min(wp, win - ox)}):")
-                        with src.indent():
-                            src(f"_X[_c, _y * {wp} + _x] = {plan.buf}[{lead}_c, _y + {oy}, _x + {ox}]")
-                if per_batch:
-                    src(f"_C = np.empty(({M}, {L}), {NP_TYPES[dt]})")
+                self._pad_copy(src, plan, hp, wp, "range")
                 src(f"_xb_tap_gemms(_X, _W, _C, {S}, {plan.dil[0] * wp}, {plan.dil[1]})")
                 self._epilogue(src, "_C", E.add(E.mul(self.n[0].var, E.const(wp)), self.n[1].var))
+        return src.text()
+
+    def winograd(self, plan: contraction.ShiftPlan) -> str:
+        """A 3x3 stride-1 convolution by Winograd's F(2x2, 3x3) (`winograd`): the weights transformed once, then
+        per batch point the padded input's 4x4 tiles transformed, 16 GEMMs over channels, and the products
+        transformed back into `_C` [M, 4·tiles] (each 2x2 tile's outputs together), which the epilogue reads at
+        the output's points."""
+        w, k, c = self.w, self.k, self.c
+        ty = NP_TYPES[c.dtype]
+        w.helpers.add("winograd")
+        M, B, C = _prod(self.m), _prod(self.batch), plan.chan.extent
+        th, tw = -(-plan.out[0] // 2), -(-plan.out[1] // 2)
+        T, hp, wp = th * tw, 2 * th + 2, 2 * tw + 2
+        per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
+        src = Source()
+        src(f"def {k.name}({', '.join(w.params(k))}):")
+        with src.indent():
+            self._tap_weights(src, plan, c.dtype)
+            src(f"_U = _xb_new((16, {M}, {C}), {ty})")
+            src("_xb_winograd.weights(_W, _U)")
+            scratch = [f"_X = _xb_new_zeros(({C}, {hp * wp}), {ty})", f"_V = _xb_new((16, {C}, {T}), {ty})",
+                       f"_T = _xb_new((16, {M}, {T}), {ty})", f"_C = _xb_new(({M}, {4 * T}), {ty})"]
+            self._batch_loop(src, B, per_batch, scratch)
+            with src.indent():
+                loop = "range" if per_batch else "numba.prange"     # one batch point at a time: parallel inside
+                self._pad_copy(src, plan, hp, wp, loop)
+                if per_batch:
+                    src(f"_xb_winograd.inputs(_X, _V, {th}, {tw}, {wp}, 0, {C})")
+                else:
+                    src(f"for _q in numba.prange({C}):")
+                    src(f"    _xb_winograd.inputs(_X, _V, {th}, {tw}, {wp}, _q, _q + 1)")
+                src("_xb_winograd.products(_U, _V, _T)")
+                if per_batch:
+                    src(f"_xb_winograd.outputs(_T, _C, 0, {M})")
+                else:
+                    src(f"for _q in numba.prange({M}):")
+                    src("    _xb_winograd.outputs(_T, _C, _q, _q + 1)")
+                y, x = self.n[0].var, self.n[1].var
+                tile = E.add(E.mul(E.floordiv(y, 2), E.const(tw)), E.floordiv(x, 2))
+                self._epilogue(src, "_C", E.add(E.mul(tile, E.const(4)), E.add(E.mul(E.mod(y, 2), E.const(2)),
+                                                                                E.mod(x, 2))))
         return src.text()
 
     def _panels(self, src: Source, a_: str, e: Expr, dt: str, out: str, rows: int) -> None:
@@ -737,8 +806,8 @@ class ContractWriter:
         K, outer, inner = _prod(self.kaxes), self.n[0], self.n[1:]
         width = rows * _prod(inner)
         M = _prod(self.m)
-        src(f"_P = np.empty(({K}, {width}), {NP_TYPES[dt]})")
-        src(f"_Q = np.empty(({M}, {width}), {NP_TYPES[dt]})")
+        src(f"_P = _xb_new(({K}, {width}), {NP_TYPES[dt]})")
+        src(f"_Q = _xb_new(({M}, {width}), {NP_TYPES[dt]})")
         src(f"for _jc in range(0, {outer.extent}, {rows}):")
         with src.indent():
             src(f"for _p in range({K}):")
@@ -818,7 +887,7 @@ class ContractWriter:
         with src.indent():
             bound = w.open_outer(src, tuple(pts), len(pts), True)
             with src.indent():
-                src(f"_acc = np.zeros({N}, {NP_TYPES[c.dtype]})")
+                src(f"_acc = _xb_new_zeros(({N},), {NP_TYPES[c.dtype]})")
                 lhs, rhs = _acc(c.lhs, c.dtype), _acc(c.rhs, c.dtype)
                 depth = w.loops(src, tuple(self.kaxes))
                 with _Indent(src, depth):

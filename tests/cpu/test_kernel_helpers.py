@@ -1,0 +1,53 @@
+"""The helpers generated cpu kernels call: scratch allocation intrinsics, and Winograd's F(2x2, 3x3) transforms
+checked piece by piece against the direct convolution in float64."""
+import numba
+import numpy as np
+import pytest
+
+from xbench.backends.cpu import winograd
+from xbench.backends.cpu.tasks import new_array, new_zeros
+
+rng = np.random.default_rng(7)
+
+
+@numba.njit
+def _scratch(n):
+    a = new_zeros((3, n), np.float32)
+    b = new_array((n,), np.int64)
+    c = new_zeros((2, 1, n), np.float64)
+    b[:] = 5
+    return a, b, c
+
+
+def test_scratch_intrinsics_give_c_arrays_of_the_asked_shape_dtype_and_zeros():
+    for n in (1, 7, 1000):
+        a, b, c = _scratch(n)
+        assert (a.shape, a.dtype, b.shape, b.dtype, c.shape, c.dtype) == \
+            ((3, n), np.float32, (n,), np.int64, (2, 1, n), np.float64)
+        assert a.flags.c_contiguous and c.flags.c_contiguous
+        assert not a.any() and not c.any() and (b == 5).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("h,w", [(4, 4), (7, 10), (1, 3)])
+def test_winograd_transforms_compute_a_3x3_convolution(dtype, h, w):
+    """weights -> inputs -> products -> outputs on a padded plane equals the 3x3 correlation of that plane,
+    tile by tile, including the tiles past an odd edge."""
+    C, M = 5, 3
+    th, tw = -(-h // 2), -(-w // 2)
+    hp, wp = 2 * th + 2, 2 * tw + 2
+    x = np.zeros((C, hp, wp), dtype)
+    x[:, 1:h + 1, 1:w + 1] = rng.standard_normal((C, h, w))
+    g = rng.standard_normal((M, C, 3, 3)).astype(dtype)
+    u = np.empty((16, M, C), dtype)
+    winograd.weights(np.ascontiguousarray(g.transpose(2, 3, 0, 1).reshape(9, M, C)), u)
+    v = np.empty((16, C, th * tw), dtype)
+    winograd.inputs(x.reshape(C, -1), v, th, tw, wp, 0, C)
+    p = np.empty((16, M, th * tw), dtype)
+    winograd.products(u, v, p)
+    y = np.empty((M, 4 * th * tw), dtype)
+    winograd.outputs(p, y, 0, M)
+    got = y.reshape(M, th, tw, 2, 2).transpose(0, 1, 3, 2, 4).reshape(M, 2 * th, 2 * tw)
+    win = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(1, 2))
+    want = np.einsum("chwrs,mcrs->mhw", win, g.astype(np.float64))[:, :2 * th, :2 * tw]
+    np.testing.assert_allclose(got, want, atol=2e-5 if dtype == np.float32 else 1e-12)
