@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import xbench as xb
+from xbench.backends.cpu import winograd
 
 from . import numpy_ops as N
 
@@ -150,9 +151,22 @@ def test_conv2d_as_shifted_gemms(window, batch_parallel, padding, dilation, kern
         sched = {k.name: {"window": window, "batch_parallel": batch_parallel}}
         art = ops.conv2d.compile("cpu", x, w, b, padding=padding, dilation=dilation, schedule=sched)
         assert ("_xb_tap_gemms(" in art.source) == (window == "shift")
-        assert ("_xb_winograd.products(" in art.source) == (window == "winograd")
+        assert ("_xb_winograd.tiles(" in art.source) == (window == "winograd")
         expect = N.conv2d(x.astype(np.float64), w, b, 1, padding, dilation)
         np.testing.assert_allclose(art.run(x, w, b)[0], expect, atol=atol)
+
+
+@pytest.mark.parametrize("batch_parallel", [False, True])
+def test_winograd_convolution_in_blocks_of_tile_rows(batch_parallel):
+    """A wide image: one row of tiles per block (`winograd.block_rows`), several blocks, the last output row in
+    a tile past the edge; blocks in parallel within a batch point, or batch points in parallel."""
+    x, w, b = f32(2, 3, 9, 401), f32(4, 3, 3, 3), f32(4)
+    k = ops.conv2d.lower(x, w, b, padding=1).kernels[-1]
+    assert winograd.block_rows(201) == 1
+    sched = {k.name: {"window": "winograd", "batch_parallel": batch_parallel, "parallel": True}}
+    art = ops.conv2d.compile("cpu", x, w, b, padding=1, schedule=sched)
+    assert ("numba.prange(5)" in art.source) == (not batch_parallel)
+    np.testing.assert_allclose(art.run(x, w, b)[0], N.conv2d(x.astype(np.float64), w, b, 1, 1, 1), atol=1e-4)
 
 
 def test_only_stride_one_windows_are_shifted_gemms():

@@ -42,11 +42,17 @@ def test_winograd_transforms_compute_a_3x3_convolution(dtype, h, w):
     u = np.empty((16, M, C), dtype)
     winograd.weights(np.ascontiguousarray(g.transpose(2, 3, 0, 1).reshape(9, M, C)), u)
     v = np.empty((16, C, th * tw), dtype)
-    winograd.inputs(x.reshape(C, -1), v, th, tw, wp, 0, C)
+    winograd.inputs(x.reshape(C, -1), v, 0, th, tw, wp, 0, C)
     p = np.empty((16, M, th * tw), dtype)
     winograd.products(u, v, p)
     y = np.empty((M, 4 * th * tw), dtype)
-    winograd.outputs(p, y, 0, M)
+    winograd.outputs(p, y, 0, 0, M)
+    # by blocks of two tile rows (the last one short when th is odd), tile rows 1.. only
+    y2 = np.zeros_like(y)
+    winograd.tiles(x.reshape(C, -1), u, np.empty((16, C, 2 * tw), dtype), np.empty((16, M, 2 * tw), dtype), y2,
+                   tw, wp, 1, th)
+    np.testing.assert_array_equal(y2[:, 4 * tw:], y[:, 4 * tw:])
+    assert not y2[:, :4 * tw].any()
     got = y.reshape(M, th, tw, 2, 2).transpose(0, 1, 3, 2, 4).reshape(M, 2 * th, 2 * tw)
     win = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(1, 2))
     want = np.einsum("chwrs,mcrs->mhw", win, g.astype(np.float64))[:, :2 * th, :2 * tw]

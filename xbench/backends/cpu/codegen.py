@@ -20,7 +20,7 @@ from ...ir.expr import INDEX, Call, Cast, Expr, Idx, Load, Local
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
-from . import lowp
+from . import lowp, winograd
 
 try:
     from . import mathlib
@@ -187,7 +187,7 @@ class ModuleWriter:
         src("import numba")
         src("import numpy as np")
         src()
-        if any(sc.get("batch_parallel", False) for sc in self.schedules.values()):
+        if any(blas_serial(sc) for sc in self.schedules.values()):
             src("from xbench.backends.cpu.runtime import blas_threads as _xb_blas_threads")
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
         src("from xbench.backends.cpu.tasks import new_array as _xb_new, new_zeros as _xb_new_zeros")
@@ -244,7 +244,7 @@ class ModuleWriter:
                     src(f"{name} = _xb_empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})")
             for k in p.kernels:
                 call = f"{k.name}({', '.join(self.params(k))})"
-                if self.schedules.get(k.name, Schedule()).get("batch_parallel", False):
+                if blas_serial(self.schedules.get(k.name, Schedule())):
                     src("with _xb_blas_threads(1):")
                     with src.indent():
                         src(call)
@@ -262,7 +262,7 @@ class ModuleWriter:
         src("KERNELS = {")
         with src.indent():
             for k in p.kernels:
-                one = bool(self.schedules.get(k.name, Schedule()).get("batch_parallel", False))
+                one = blas_serial(self.schedules.get(k.name, Schedule()))
                 src(f"{k.name!r}: ({k.name}, {tuple(self.params(k))!r}, {one}),")
         src("}")
         return src.text()
@@ -527,6 +527,11 @@ class ModuleWriter:
                 src(f"{s.indices_buf}[{idx}] = _order[{s.axis.name}]")
 
 
+def blas_serial(sched) -> bool:
+    """Kernels that call BLAS from their own parallel loops, on one BLAS thread each."""
+    return bool(sched.get("batch_parallel", False)) or sched.get("window") == "winograd"
+
+
 def recompute_rows(k: Kernel) -> list:
     """The kernel's stages with every row-local scratch buffer replaced by recomputing its value where read."""
     defs: dict[str, Store] = {}
@@ -761,9 +766,10 @@ class ContractWriter:
 
     def winograd(self, plan: contraction.ShiftPlan) -> str:
         """A 3x3 stride-1 convolution by Winograd's F(2x2, 3x3) (`winograd`): the weights transformed once, then
-        per batch point the padded input's 4x4 tiles transformed, 16 GEMMs over channels, and the products
-        transformed back into `_C` [M, 4·tiles] (each 2x2 tile's outputs together), which the epilogue reads at
-        the output's points."""
+        per batch point, a block of tile rows at a time, the padded input's 4x4 tiles transformed, 16 GEMMs over
+        channels, and the products transformed back into `_C` [M, 4·tiles] (each 2x2 tile's outputs together),
+        which the epilogue reads at the output's points. Batch points run in parallel (batch_parallel), or
+        else the blocks of one batch point do; either way each thread calls BLAS on one thread."""
         w, k, c = self.w, self.k, self.c
         ty = NP_TYPES[c.dtype]
         w.helpers.add("winograd")
@@ -777,23 +783,22 @@ class ContractWriter:
             self._tap_weights(src, plan, c.dtype)
             src(f"_U = _xb_new((16, {M}, {C}), {ty})")
             src("_xb_winograd.weights(_W, _U)")
-            scratch = [f"_X = _xb_new_zeros(({C}, {hp * wp}), {ty})", f"_V = _xb_new((16, {C}, {T}), {ty})",
-                       f"_T = _xb_new((16, {M}, {T}), {ty})", f"_C = _xb_new(({M}, {4 * T}), {ty})"]
-            self._batch_loop(src, B, per_batch, scratch)
+            rows = winograd.block_rows(tw)
+            block = [f"_V = _xb_new((16, {C}, {rows * tw}), {ty})", f"_T = _xb_new((16, {M}, {rows * tw}), {ty})"]
+            scratch = [f"_X = _xb_new_zeros(({C}, {hp * wp}), {ty})", f"_C = _xb_new(({M}, {4 * T}), {ty})"]
+            self._batch_loop(src, B, per_batch, scratch + (block if per_batch else []))
             with src.indent():
-                loop = "range" if per_batch else "numba.prange"     # one batch point at a time: parallel inside
-                self._pad_copy(src, plan, hp, wp, loop)
                 if per_batch:
-                    src(f"_xb_winograd.inputs(_X, _V, {th}, {tw}, {wp}, 0, {C})")
-                else:
-                    src(f"for _q in numba.prange({C}):")
-                    src(f"    _xb_winograd.inputs(_X, _V, {th}, {tw}, {wp}, _q, _q + 1)")
-                src("_xb_winograd.products(_U, _V, _T)")
-                if per_batch:
-                    src(f"_xb_winograd.outputs(_T, _C, 0, {M})")
-                else:
-                    src(f"for _q in numba.prange({M}):")
-                    src("    _xb_winograd.outputs(_T, _C, _q, _q + 1)")
+                    self._pad_copy(src, plan, hp, wp, "range")
+                    src(f"_xb_winograd.tiles(_X, _U, _V, _T, _C, {tw}, {wp}, 0, {th})")
+                else:                       # one batch point at a time: blocks of tiles in parallel
+                    self._pad_copy(src, plan, hp, wp, "numba.prange")
+                    src(f"for _q in numba.prange({-(-th // rows)}):")
+                    with src.indent():
+                        for line in block:
+                            src(line)
+                        src(f"_xb_winograd.tiles(_X, _U, _V, _T, _C, {tw}, {wp}, _q * {rows}, "
+                            f"min({th}, _q * {rows} + {rows}))")
                 y, x = self.n[0].var, self.n[1].var
                 tile = E.add(E.mul(E.floordiv(y, 2), E.const(tw)), E.floordiv(x, 2))
                 self._epilogue(src, "_C", E.add(E.mul(tile, E.const(4)), E.add(E.mul(E.mod(y, 2), E.const(2)),

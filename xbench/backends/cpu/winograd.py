@@ -10,7 +10,8 @@ Each 2x2 output tile is A^T [(G g G^T) * (B^T d B)] A over the 4x4 input tile d 
 
 so that summing over channels is, per element e of the 4x4 transform, one GEMM U[e] [M, C] @ V[e] [C, tiles]:
 4 products per output point instead of 9. The transforms are functions of their own, not inlined into the
-generated kernel, so their buffers are arguments marked `noalias` and the tile loops vectorise.
+generated kernel, so their buffers are arguments marked `noalias` and the tile loops vectorise; `tiles` runs
+them a block of tile rows at a time, so that the transformed block is multiplied from cache.
 """
 from __future__ import annotations
 
@@ -58,13 +59,14 @@ def weights(w, u):
 
 
 @numba.njit(**_JIT)
-def inputs(x, v, th, tw, wp, c0, c1):
-    """v[e, c, i·tw + j] = (B^T d B)[e // 4, e % 4] of the 4x4 tile d at row 2i, column 2j of the padded
-    plane x[c] (rows of `wp`), for channels c0 <= c < c1."""
+def inputs(x, v, i0, th, tw, wp, c0, c1):
+    """v[e, c, (i - i0)·tw + j] = (B^T d B)[e // 4, e % 4] of the 4x4 tile d at row 2i, column 2j of the padded
+    plane x[c] (rows of `wp`), for tile rows i0 <= i < i0 + th and channels c0 <= c < c1."""
     for c in range(c0, c1):
         xc = x[c]
         for i in range(th):
-            r0, r1, r2, r3 = xc[2 * i * wp:], xc[(2 * i + 1) * wp:], xc[(2 * i + 2) * wp:], xc[(2 * i + 3) * wp:]
+            o = 2 * (i0 + i) * wp
+            r0, r1, r2, r3 = xc[o:], xc[o + wp:], xc[o + 2 * wp:], xc[o + 3 * wp:]
             for j in range(tw):
                 t, q = i * tw + j, 2 * j
                 # B^T d: per column of d
@@ -87,9 +89,9 @@ def products(u, v, p):
 
 
 @numba.njit(**_JIT)
-def outputs(p, y, m0, m1):
-    """y[m, 4t + 2a + b] = (A^T P A)[a, b] of P[e // 4, e % 4] = p[e, m, t], for rows m0 <= m < m1: each
-    tile's four outputs together (written in one contiguous run, which vectorises; the reader gathers)."""
+def outputs(p, y, t0, m0, m1):
+    """y[m, 4(t0 + t) + 2a + b] = (A^T P A)[a, b] of P[e // 4, e % 4] = p[e, m, t], for rows m0 <= m < m1:
+    each tile's four outputs together (written in one contiguous run, which vectorises; the reader gathers)."""
     for m in range(m0, m1):
         for t in range(p.shape[2]):
             # A^T P: per column of P
@@ -97,5 +99,29 @@ def outputs(p, y, m0, m1):
             b0, b1 = _at(p[1, m, t], p[5, m, t], p[9, m, t], p[13, m, t])
             c0, c1 = _at(p[2, m, t], p[6, m, t], p[10, m, t], p[14, m, t])
             d0, d1 = _at(p[3, m, t], p[7, m, t], p[11, m, t], p[15, m, t])
-            y[m, 4 * t], y[m, 4 * t + 1] = _at(a0, b0, c0, d0)
-            y[m, 4 * t + 2], y[m, 4 * t + 3] = _at(a1, b1, c1, d1)
+            o = 4 * (t0 + t)
+            y[m, o], y[m, o + 1] = _at(a0, b0, c0, d0)
+            y[m, o + 2], y[m, o + 3] = _at(a1, b1, c1, d1)
+
+
+# tiles per block: the block's transformed inputs and products stay in the core's L2 (2 x 16 x 64 x 196 floats)
+BLOCK_TILES = 196
+
+
+def block_rows(tw: int) -> int:
+    """Rows of tiles per block for `tw` tiles per row."""
+    return max(1, BLOCK_TILES // tw)
+
+
+@numba.njit(**_JIT)
+def tiles(x, u, v, p, y, tw, wp, i0, i1):
+    """y's tiles in tile rows i0 <= i < i1 from the padded planes x, a block of rows at a time through the
+    scratch v [16, C, rows·tw] and p [16, M, rows·tw] (the last block in the front of them)."""
+    rows, C, M = v.shape[2] // tw, v.shape[1], p.shape[1]
+    for a in range(i0, i1, rows):
+        n = min(rows, i1 - a) * tw
+        vb = v.reshape(-1)[:16 * C * n].reshape(16, C, n)
+        pb = p.reshape(-1)[:16 * M * n].reshape(16, M, n)
+        inputs(x, vb, a, n // tw, tw, wp, 0, C)
+        products(u, vb, pb)
+        outputs(pb, y, a * tw, 0, M)
