@@ -137,20 +137,24 @@ _COLD = textwrap.dedent("""
 """)
 
 
-def compile_times(names, quick: bool) -> dict[str, tuple[float, float, float]]:
-    """Per operator: (cold compile s, warm load s, the runtime's start in the warm process s)."""
+def compile_times(names, quick: bool, repeats: int = 3) -> dict[str, tuple[float, float, float]]:
+    """Per operator, medians over `repeats` fresh caches: (cold compile s, warm load s, the runtime's start in
+    the warm process s)."""
     out = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "XBENCH_CACHE_DIR": cache, "XBENCH_HOST_POOL_MB": "0"}
-        for name in names:
-            code = _COLD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), quick=quick, name=name)
-            runs = []
-            for _ in range(2):
-                res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-                if res.returncode:
-                    raise RuntimeError(res.stderr[-2000:])
-                runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
-            out[name] = (runs[0]["first_call_s"], runs[1]["first_call_s"], runs[1]["start_s"])
+    for name in names:
+        code = _COLD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), quick=quick, name=name)
+        samples = []
+        for _ in range(repeats):
+            with tempfile.TemporaryDirectory() as cache:
+                env = {**os.environ, "XBENCH_CACHE_DIR": cache, "XBENCH_HOST_POOL_MB": "0"}
+                runs = []
+                for _ in range(2):
+                    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+                    if res.returncode:
+                        raise RuntimeError(res.stderr[-2000:])
+                    runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
+                samples.append((runs[0]["first_call_s"], runs[1]["first_call_s"], runs[1]["start_s"]))
+        out[name] = tuple(float(np.median(col)) for col in zip(*samples))
     return out
 
 
@@ -212,7 +216,7 @@ def main() -> int:
           "means xbench is faster; % limit is of bandwidth for row-wise ops, of peak FLOP/s for contractions)")
     if not args.no_cold:
         print("\ncompile: first call minus second call in a new process, with an empty cache (cold) and with the "
-              "cache the cold run left (warm), after the runtime's start (numba's registries, the BLAS bindings, "
+              "cache the cold run left (warm), medians of 3 fresh caches, after the runtime's start (numba's registries, the BLAS bindings, "
               "xbench's code generator: once per process, timed as the first call of a 3-element neg from the "
               "cache)")
         for name, (cold, warm, start) in compile_times(rows, args.quick).items():

@@ -564,7 +564,7 @@ def _measure_overheads() -> tuple[float, float, float, float]:
     y = x.copy()
     call = _median_time(lambda: _serial(x, x, y))
     par = _median_time(lambda: _parallel(x, x, y))
-    task = _median_time(lambda: tasks.parallel_for(_task, 4, x, y))
+    task = _median_time(lambda: tasks.parallel_for(_task, 0, 4, x, y))
     op = xb.tensor_op(lambda v: v + 1.0, name="calib_overhead")
     one = np.zeros(1, np.float32)
     art = op.compile("cpu", one, schedule={"k0_elementwise": {"parallel": False}})

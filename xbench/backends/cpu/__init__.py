@@ -218,7 +218,7 @@ def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
     """Compile kernel `name` of `module` for C-contiguous buffers (a kernel run as tasks was compiled, or
     loaded from numba's cache, with its task when the module was imported)."""
     import numba
-    if not hasattr(module, f"{name}_task"):
+    if not hasattr(module, f"{name}_part"):
         getattr(module, name).compile(tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C")
                                             for d, n in spec))
 
@@ -245,8 +245,11 @@ def warm(job: tuple) -> None:
 
 
 def _function_source(source: str, name: str) -> str:
-    """The text of kernel `name` in a generated module (run as tasks: its part, task and launcher)."""
-    parts = [_one_function(source, f"{name}{s}") for s in ("_part", "_task", "")]
+    """The text of kernel `name` in a generated module (run as tasks: its part and launcher, and the module's
+    task that calls the part)."""
+    parts = [_one_function(source, n) for n in (f"{name}_part", name)]
+    if parts[0]:
+        parts.append(_one_function(source, "_xb_task"))
     return "\n\n\n".join(p for p in parts if p)
 
 

@@ -86,6 +86,7 @@ class ModuleWriter:
         self.schedules = schedules
         self.threads = threads
         self.helpers: set[str] = set()
+        self.task_calls: list[str] = []         # the parts the module's task runs, by kernel index
         self.row_names = {n for k in program.kernels for n in k.row_buffers}
         self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast)
         self.fast_math = True
@@ -193,7 +194,8 @@ class ModuleWriter:
         src("from xbench.backends.cpu.tasks import new_array as _xb_new, new_zeros as _xb_new_zeros")
         if "tasks" in self.helpers:
             src("from xbench.backends.cpu.tasks import SIGNATURE as _XB_TASK, NoAliasCompiler as _XB_NOALIAS, "
-                "array_at as _xb_array_at, chunk_bounds as _xb_chunk_bounds, parallel_for as _xb_parallel_for")
+                "address as _xb_address, array_at as _xb_array_at, chunk_bounds as _xb_chunk_bounds, "
+                "parallel_for as _xb_parallel_for")
         if "orderkey" in self.helpers:
             src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
                 "magnitude_bits as _xb_magnitude_bits, order_key as _xb_order_key)")
@@ -226,6 +228,10 @@ class ModuleWriter:
             src()
             src()
             src.lines.extend(body.splitlines())
+        if self.task_calls:
+            src()
+            src()
+            src.lines.extend(self.task().splitlines())
         src()
         src()
         src.lines.extend(self.host().splitlines())
@@ -280,8 +286,9 @@ class ModuleWriter:
 
     def tasks(self, k: Kernel, text: str) -> str:
         """A kernel whose body is serial set-up and then one `prange` loop, as `<name>_part(buffers, _lo, _hi)`
-        (the set-up, then the loop over a range), the C-callable `<name>_task` that numba's threading layer runs
-        per chunk, and `<name>`, which launches it (see `tasks`). Other kernels keep numba's parallel loops."""
+        (the set-up, then the loop over a range), called per chunk by the module's C-callable `_xb_task` that
+        numba's threading layer runs, and `<name>`, which launches it (see `tasks`). Other kernels keep numba's
+        parallel loops."""
         lines = text.rstrip("\n").split("\n")
         params = self.params(k)
         bufs = [self.program.buffers[p] for p in params]
@@ -300,6 +307,7 @@ class ModuleWriter:
         setup += [line[4:] for line in lines[at + 1:] if line.endswith(SCRATCH)]
         views = ", ".join(f"_xb_array_at(_args[{i + 1}], {tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
                           for i, b in enumerate(bufs))
+        self.task_calls.append(f"{k.name}_part({views}, _lo, _hi)")
         return "\n".join([
             self.decorator(False)[:-1] + ", pipeline_class=_XB_NOALIAS)",
             f"def {k.name}_part({', '.join(params)}, _lo, _hi):",
@@ -308,15 +316,23 @@ class ModuleWriter:
             "\n".join(body).replace("numba.prange(", "range("),
             "",
             "",
-            "@numba.cfunc(_XB_TASK, cache=True)",
-            f"def {k.name}_task(_args, _dims, _steps, _data):",
-            "    _lo, _hi = _xb_chunk_bounds(_args[0], _dims[0])",
-            f"    {k.name}_part({views}, _lo, _hi)",
-            "",
-            "",
             f"def {k.name}({', '.join(params)}):",
-            f"    _xb_parallel_for({k.name}_task, {n}, {', '.join(params)})",
+            f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {n}, {', '.join(params)})",
         ])
+
+    def task(self) -> str:
+        """The module's one C-callable task (each costs numba about 0.15 s to compile): `_data` says which
+        kernel's part runs on the chunk."""
+        src = Source()
+        src("@numba.cfunc(_XB_TASK, cache=True)")
+        src("def _xb_task(_args, _dims, _steps, _data):")
+        with src.indent():
+            src("_lo, _hi = _xb_chunk_bounds(_args[0], _dims[0])")
+            src("_k = _xb_address(_data)")
+            for i, call in enumerate(self.task_calls):
+                src(f"{'if' if i == 0 else 'elif'} _k == {i}:")
+                src(f"    {call}")
+        return src.text()
 
     def decorator(self, parallel: bool) -> str:
         return (f'@numba.njit(parallel={parallel}, fastmath=FASTMATH, error_model="numpy", cache=True, '

@@ -11,6 +11,8 @@ second function and run numba's parallel analysis passes over the body, twice th
 As for numba's own parallel loops, the first argument is a schedule, one [start, end) row per thread, and the
 threading layer calls `task(args, dims, ...)` with `args[0]` at the first of its `dims[0]` rows (the OpenMP
 layer hands out single rows, the workqueue layer runs of them); the buffers' pointers follow with step 0.
+A generated module has one task for all its kernels (a C-callable function costs numba about 0.15 s to
+compile): the `data` pointer carries the index of the kernel to run.
 """
 from __future__ import annotations
 
@@ -53,6 +55,18 @@ def chunk_bounds(typingctx, ptr, rows):
         return context.make_tuple(builder, signature.return_type, pair)
 
     return types.UniTuple(types.int64, 2)(ptr, rows), codegen
+
+
+@intrinsic
+def address(typingctx, ptr):
+    """The integer value of a pointer (a task's `data` argument carries a small integer)."""
+    if ptr != types.voidptr:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.ptrtoint(args[0], ir.IntType(64))
+
+    return types.int64(ptr), codegen
 
 
 @intrinsic
@@ -130,13 +144,14 @@ def _launch_args(n: int, threads: int, k: int) -> tuple:
     return sched, sched.ctypes.data, (ctypes.c_size_t * 1)(threads), (ctypes.c_size_t * k)(sched.strides[0])
 
 
-def parallel_for(task, n: int, *arrays: np.ndarray) -> None:
+def parallel_for(task, which: int, n: int, *arrays: np.ndarray) -> None:
     """Run the compiled `task` over [0, n) on numba's threads (`numba.set_num_threads` applies), one chunk
-    per thread; `arrays` are the C-contiguous buffers it views, in order."""
+    per thread, with `which` as its data pointer (the kernel to run); `arrays` are the C-contiguous buffers it
+    views, in order."""
     if n <= 0:
         return
     threads = max(1, min(get_num_threads(), n))
     k = len(arrays) + 1
     _, sched, dims, steps = _launch_args(n, threads, k)
     argv = (ctypes.c_void_p * k)(sched, *(a.__array_interface__["data"][0] for a in arrays))
-    _launcher()(task.address, argv, dims, steps, None, 0, k, threads)
+    _launcher()(task.address, argv, dims, steps, which or None, 0, k, threads)
