@@ -17,11 +17,53 @@ def _controller():
     return ThreadpoolController()
 
 
+@functools.cache
+def _openblas() -> tuple:
+    """(get, set) thread-count functions of each OpenBLAS mapped into this process, found in /proc/self/maps;
+    () where there is none or no such file. threadpoolctl finds every BLAS, but by scanning every loaded
+    library (13 ms, on each new process's first call of a kernel that limits BLAS threads)."""
+    try:
+        with open("/proc/self/maps") as f:
+            mapped = {line.split(None, 5)[-1].strip() for line in f if ".so" in line}
+    except OSError:
+        return ()
+    names = {p: p.rsplit("/", 1)[-1].lower() for p in mapped}
+    if any(k in n for n in names.values() for k in ("mkl", "blis", "accelerate", "flexiblas")):
+        return ()                                   # another BLAS is loaded: threadpoolctl knows them all
+    paths = sorted(p for p, n in names.items() if "openblas" in n)
+    out = []
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+        except OSError:
+            return ()
+        names = [f"{p}openblas_{{}}_num_threads{s}" for p in ("", "scipy_") for s in ("", "64_")]
+        name = next((n for n in names if hasattr(lib, n.format("set"))), None)
+        if name is None:
+            return ()
+        get, set_ = getattr(lib, name.format("get")), getattr(lib, name.format("set"))
+        get.restype, set_.argtypes = ctypes.c_int, [ctypes.c_int]
+        out.append((get, set_))
+    return tuple(out)
+
+
 @contextlib.contextmanager
 def blas_threads(n: int):
-    """Limit every loaded BLAS to `n` threads (kernels that run one GEMM per core ask for 1)."""
-    with _controller().limit(limits=n, user_api="blas"):
+    """Limit every loaded BLAS to `n` threads (kernels that run one GEMM per core ask for 1): through the
+    OpenBLAS entry points directly where every BLAS numba and numpy use is an OpenBLAS, else threadpoolctl."""
+    libs = _openblas()
+    if not libs:
+        with _controller().limit(limits=n, user_api="blas"):
+            yield
+        return
+    before = [get() for get, _ in libs]
+    for _, set_ in libs:
+        set_(n)
+    try:
         yield
+    finally:
+        for (_, set_), k in zip(libs, before):
+            set_(k)
 
 
 # ---- the caching host allocator -------------------------------------------------------------------------
