@@ -204,7 +204,12 @@ class ModuleWriter:
         if "tap_gemms" in self.helpers:
             src("from xbench.backends.cpu.blas import tap_gemms as _xb_tap_gemms")
         if "winograd" in self.helpers:
-            src("from xbench.backends.cpu import winograd as _xb_winograd")
+            dtypes = sorted({k.stages[0].dtype for k in self.program.kernels
+                             if self.schedules.get(k.name, Schedule()).get("window") == "winograd"})
+            src("from xbench.backends.cpu.tasks import data as _xb_data")
+            src("from xbench.backends.cpu.winograd import external as _xb_winograd")
+            for dt in dtypes:
+                src(f"_xb_wino_weights_{dt}, _xb_wino_tiles_{dt} = _xb_winograd({dt!r})")
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
@@ -798,23 +803,24 @@ class ContractWriter:
         with src.indent():
             self._tap_weights(src, plan, c.dtype)
             src(f"_U = _xb_new((16, {M}, {C}), {ty})")
-            src("_xb_winograd.weights(_W, _U)")
+            src(f"_xb_wino_weights_{c.dtype}(_xb_data(_W), _xb_data(_U), {M}, {C})")
             rows = winograd.block_rows(tw)
             block = [f"_V = _xb_new((16, {C}, {rows * tw}), {ty})", f"_T = _xb_new((16, {M}, {rows * tw}), {ty})"]
             scratch = [f"_X = _xb_new_zeros(({C}, {hp * wp}), {ty})", f"_C = _xb_new(({M}, {4 * T}), {ty})"]
             self._batch_loop(src, B, per_batch, scratch + (block if per_batch else []))
+            tiles = (f"_xb_wino_tiles_{c.dtype}(_xb_data(_X), _xb_data(_U), _xb_data(_V), _xb_data(_T), "
+                     f"_xb_data(_C), {C}, {M}, {hp * wp}, {rows}, {tw}, {wp}, ")
             with src.indent():
                 if per_batch:
                     self._pad_copy(src, plan, hp, wp, "range")
-                    src(f"_xb_winograd.tiles(_X, _U, _V, _T, _C, {tw}, {wp}, 0, {th})")
+                    src(tiles + f"0, {th}, {T})")
                 else:                       # one batch point at a time: blocks of tiles in parallel
                     self._pad_copy(src, plan, hp, wp, "numba.prange")
                     src(f"for _q in numba.prange({-(-th // rows)}):")
                     with src.indent():
                         for line in block:
                             src(line)
-                        src(f"_xb_winograd.tiles(_X, _U, _V, _T, _C, {tw}, {wp}, _q * {rows}, "
-                            f"min({th}, _q * {rows} + {rows}))")
+                        src(tiles + f"_q * {rows}, min({th}, _q * {rows} + {rows}), {T})")
                 y, x = self.n[0].var, self.n[1].var
                 tile = E.add(E.mul(E.floordiv(y, 2), E.const(tw)), E.floordiv(x, 2))
                 self._epilogue(src, "_C", E.add(E.mul(tile, E.const(4)), E.add(E.mul(E.mod(y, 2), E.const(2)),

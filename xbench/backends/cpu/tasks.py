@@ -70,6 +70,19 @@ def address(typingctx, ptr):
 
 
 @intrinsic
+def data(typingctx, arr):
+    """The data pointer of an array (for C functions called by symbol)."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.bitcast(ary.data, ir.IntType(8).as_pointer())
+
+    return types.voidptr(arr), codegen
+
+
+@intrinsic
 def array_at(typingctx, ptr, shape, dtype):
     """The C-contiguous array of `dtype` and `shape` (a tuple of ints) at `ptr`, owned elsewhere."""
     if ptr != types.voidptr or not isinstance(shape, types.UniTuple) or not isinstance(shape.dtype, types.Integer):

@@ -12,13 +12,21 @@ so that summing over channels is, per element e of the 4x4 transform, one GEMM U
 4 products per output point instead of 9. The transforms are functions of their own, not inlined into the
 generated kernel, so their buffers are arguments marked `noalias` and the tile loops vectorise; `tiles` runs
 them a block of tile rows at a time, so that the transformed block is multiplied from cache.
+
+Kernels call `weights` and `tiles` through C entry points registered as symbols (`external`), not as numba
+functions: numba links a called function's code into the caller and optimises and compiles it again, which
+cost every convolution's cold compile 0.45 s.
 """
 from __future__ import annotations
 
+import functools
+
 import numba
+import numpy as np
+from numba import types
 
 from .blas import dot
-from .tasks import NoAliasCompiler
+from .tasks import NoAliasCompiler, array_at
 
 _JIT = dict(nogil=True, cache=True, fastmath=True, error_model="numpy", pipeline_class=NoAliasCompiler)
 
@@ -125,3 +133,43 @@ def tiles(x, u, v, p, y, tw, wp, i0, i1):
         inputs(x, vb, a, n // tw, tw, wp, 0, C)
         products(u, vb, pb)
         outputs(pb, y, a * tw, 0, M)
+
+
+# ---- C entry points -------------------------------------------------------------------------------------------
+# compiled (or loaded from the cache) by `external`, for the dtypes kernels use;
+# pointers first (x, u, v, p, y), then the sizes C, M, plane, rows, tw, wp, i0, i1, tiles
+TILES_SIG = types.void(*(types.voidptr,) * 5, *(types.int64,) * 9)
+WEIGHTS_SIG = types.void(types.voidptr, types.voidptr, types.int64, types.int64)     # w, u, M, C
+
+
+def _tiles_float32(x, u, v, p, y, C, M, plane, rows, tw, wp, i0, i1, tiles_):
+    f = np.float32
+    tiles(array_at(x, (C, plane), f), array_at(u, (16, M, C), f), array_at(v, (16, C, rows * tw), f),
+          array_at(p, (16, M, rows * tw), f), array_at(y, (M, 4 * tiles_), f), tw, wp, i0, i1)
+
+
+def _tiles_float64(x, u, v, p, y, C, M, plane, rows, tw, wp, i0, i1, tiles_):
+    f = np.float64
+    tiles(array_at(x, (C, plane), f), array_at(u, (16, M, C), f), array_at(v, (16, C, rows * tw), f),
+          array_at(p, (16, M, rows * tw), f), array_at(y, (M, 4 * tiles_), f), tw, wp, i0, i1)
+
+
+def _weights_float32(w, u, M, C):
+    weights(array_at(w, (9, M, C), np.float32), array_at(u, (16, M, C), np.float32))
+
+
+def _weights_float64(w, u, M, C):
+    weights(array_at(w, (9, M, C), np.float64), array_at(u, (16, M, C), np.float64))
+
+
+@functools.cache
+def external(dtype: str) -> tuple:
+    """(weights, tiles) for `dtype` as external functions numba-compiled kernels call by symbol name; the
+    symbols are registered here, before any kernel that calls them is compiled or loaded from the cache."""
+    import llvmlite.binding as ll
+    out = []
+    for name, fn, sig in ((f"xbench_winograd_weights_{dtype}", globals()[f"_weights_{dtype}"], WEIGHTS_SIG),
+                          (f"xbench_winograd_tiles_{dtype}", globals()[f"_tiles_{dtype}"], TILES_SIG)):
+        ll.add_symbol(name, numba.cfunc(sig, cache=True)(fn).address)
+        out.append(types.ExternalFunction(name, sig))
+    return tuple(out)
