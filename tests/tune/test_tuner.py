@@ -146,3 +146,16 @@ def test_cpu_tuning_measures_verifies_and_is_used():
     fig = res.plot()
     assert len(fig.axes[0].lines) >= 2
     assert json.dumps(res.best)
+
+
+def test_convolution_space_multiplies_panels_only_with_the_packed_window():
+    """`panel` splits the packed (im2col) operand: with the shifted or Winograd window the same code would be
+    compiled again, so those combinations are pruned before compiling, with the reason."""
+    from xbench.tune import space as S
+    x, w = np.ones((2, 3, 12, 7), np.float32), np.ones((4, 3, 3, 3), np.float32)
+    prog = xb.ops.conv2d.lower(x, w, None, padding=1)
+    sp = S.build(xb.backends.get("cpu"), prog, prog.kernels[-1])
+    assert sp.configs and all(c["window"] == "pack" or c["panel"] == 0 for c in sp.configs)
+    assert {c["window"] for c in sp.configs} == {"shift", "pack", "winograd"}
+    assert all("packed window" in why for c, why in sp.pruned if c["panel"] and c["window"] != "pack")
+    assert any(c["window"] == "winograd" and c["panel"] for c, _ in sp.pruned)

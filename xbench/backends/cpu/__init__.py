@@ -132,7 +132,7 @@ class CpuBackend:
 
     def check(self, program: Program, kernel: Kernel, schedule: Schedule) -> str | None:
         """Combinations that are the same code as another: panels only split a packed window operand."""
-        if schedule.get("window") == "shift" and schedule.get("panel", 0):
+        if schedule.get("window", "pack") != "pack" and schedule.get("panel", 0):
             return "panel applies to the packed window (window = pack) only"
         return None
 
