@@ -95,11 +95,11 @@ def test_database_resume_export_import_and_automatic_use(toy, tmp_path):
     calls = []
     real = T._evaluate
 
-    def interrupted(run, kernel, config):
+    def interrupted(run, kernel, config, best_ms=None):
         if len(calls) == 5:
             raise KeyboardInterrupt
         calls.append(config)
-        return real(run, kernel, config)
+        return real(run, kernel, config, best_ms)
 
     T._evaluate = interrupted
     try:
@@ -159,3 +159,18 @@ def test_convolution_space_multiplies_panels_only_with_the_packed_window():
     assert {c["window"] for c in sp.configs} == {"shift", "pack", "winograd"}
     assert all("packed window" in why for c, why in sp.pruned if c["panel"] and c["window"] != "pack")
     assert any(c["window"] == "winograd" and c["panel"] for c, _ in sp.pruned)
+
+
+def test_a_candidate_far_slower_than_the_best_is_timed_once():
+    """After the default, a schedule whose first run takes over `SLOW` times the best so far is recorded from
+    that run with a message, not timed through the whole protocol (a dot per output point, against BLAS)."""
+    from threadpoolctl import threadpool_limits
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    with threadpool_limits(1, "blas"):     # a multithreaded BLAS on a busy host can take 20x its time
+        res = xb.tune(xb.ops.mm, a, a, backend="cpu", budget=8, workers=1, progress=False,
+                      restrict={"k0_contract": {"impl": ("blas", "points"), "parallel": (False,)}})
+    cands = res.kernels[0].candidates
+    default, slow = cands[0], [c for c in cands if c.config["impl"] == "points"]
+    assert default.config["impl"] == "blas" and default.message == "" and default.spread is not None
+    assert slow and all("not timed further" in c.message and c.spread is None for c in slow)
+    assert all(c.time_ms > T.SLOW * default.time_ms for c in slow) and res.kernels[0].best["impl"] == "blas"

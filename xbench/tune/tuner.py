@@ -266,7 +266,8 @@ def _tune_kernel(run: _Run, k, restrict) -> KernelResult:
         if r is not None:
             c = Candidate(k.name, config, r["status"], r["time_ms"], r["spread"], r["message"] or "", True)
         else:
-            c = _evaluate(run, k.name, config)
+            best = min((c.time_ms for c in cands if c.status == "measured"), default=None)
+            c = _evaluate(run, k.name, config, best)
             db.record(key, config, c.status, c.time_ms, c.spread, run.predicted, c.message, **meta)
         cands.append(c)
         ok = c.status in ("measured", "predicted")
@@ -287,8 +288,10 @@ def _tune_kernel(run: _Run, k, restrict) -> KernelResult:
     if not valid:
         raise XbenchError(f"no candidate schedule of {k.name} passed verification",
                           hint="the rejected candidates are in the result and in xb.tuning_db()")
-    if not run.predicted and len(valid) > 1:
-        _remeasure(run, k.name, sorted(valid, key=lambda c: c.time_ms)[:run.top])
+    top = sorted(valid, key=lambda c: c.time_ms)[:run.top]
+    top = [c for c in top if c.time_ms <= SLOW * top[0].time_ms]           # not the ones timed once
+    if not run.predicted and len(top) > 1:
+        _remeasure(run, k.name, top)
     default = next((c for c in cands if c.config == sp.configs[0] and c.time_ms is not None), None)
     best = min(valid, key=lambda c: c.time_ms)
     run.current[k.name] = best.config
@@ -304,7 +307,11 @@ def _schedule_for(current: dict, kernel: str, config: dict) -> dict:
     return sched
 
 
-def _evaluate(run: _Run, kernel: str, config: dict) -> Candidate:
+# a candidate whose first two runs each take this many times the best time so far is not timed further
+SLOW = 3.0
+
+
+def _evaluate(run: _Run, kernel: str, config: dict, best_ms: float | None = None) -> Candidate:
     try:
         art = run.op.compile(run.backend, *run.args, schedule=_schedule_for(run.current, kernel, config),
                              **run.kwargs)
@@ -319,7 +326,19 @@ def _evaluate(run: _Run, kernel: str, config: dict) -> Candidate:
         return Candidate(kernel, config, "rejected", message=bad[0].message)
     if run.predicted:
         return Candidate(kernel, config, "predicted", _predict(art, kernel, run.target))
-    t = bench(art.kernel_runners(*run.arrays)[kernel])
+    fn = art.kernel_runners(*run.arrays)[kernel]
+    if best_ms is not None:
+        once = float("inf")
+        for _ in range(2):              # the faster of two runs, so that one hiccup does not cut a candidate
+            t0 = time.perf_counter()
+            fn()
+            once = min(once, (time.perf_counter() - t0) * 1e3)
+            if once <= SLOW * best_ms:
+                break
+        if once > SLOW * best_ms:
+            return Candidate(kernel, config, "measured", once, None,
+                             f"one run: over {SLOW:g}x the best so far ({best_ms:.3g} ms), not timed further")
+    t = bench(fn)
     return Candidate(kernel, config, "measured", t.median_ms, t.spread)
 
 
