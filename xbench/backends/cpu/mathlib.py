@@ -341,14 +341,14 @@ _COEFFS: dict[str, tuple[float, ...]] = {
 }
 
 
-def _ld(q: Fraction) -> Any:
-    return _LD(q.numerator) / _LD(q.denominator)
+def _ld(q: Fraction, t: Any = _LD) -> Any:
+    return t(float(q)) if np.finfo(t).nmant <= 52 else t(q.numerator) / t(q.denominator)
 
 
 def _series(v: np.ndarray, coeffs: list[Fraction]) -> np.ndarray:
     out = np.zeros_like(v)
     for c in reversed(coeffs):
-        out = out * v + _ld(c)
+        out = out * v + _ld(c, v.dtype.type)
     return out
 
 
@@ -375,7 +375,7 @@ def _targets(key: str, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if key in ("log_f32", "log2_f32"):
         t = _series(v, [Fraction((-1) ** (k + 1), k + 2) for k in range(120)])
         w = np.abs(v * v / (v + v * v * t), where=v != 0, out=np.zeros_like(v))
-        return (t * _ld(Fraction(_LOG2E)) if key == "log2_f32" else t), w
+        return (t * _ld(Fraction(_LOG2E), v.dtype.type) if key == "log2_f32" else t), w
     if key in ("exp2_f32", "exp2_f64"):
         ln2 = Fraction(_LN2)
         t = _series(v, [ln2 ** k / factorial(k) for k in range(1, 40)])
@@ -390,10 +390,10 @@ def _targets(key: str, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return t, v / (1 + v * t)
     if key == "erf_small_f32":
         c = [Fraction((-1) ** n, factorial(n) * (2 * n + 1)) for n in range(40)]
-        s = _series(v, c) * (2 / np.sqrt(_LD(np.pi)))
+        s = _series(v, c) * (2 / np.sqrt(v.dtype.type(np.pi)))
         return s - 1, 1 / s
     if key == "erf_large_f32":
-        e = scipy.special.erf(np.asarray(v + 2.5, dtype=np.float64)).astype(_LD)
+        e = scipy.special.erf(np.asarray(v + 2.5, dtype=np.float64)).astype(v.dtype)
         return e, 1 / e
     if key == "sin_f64":
         return (_series(v, [Fraction((-1) ** (k + 1), factorial(2 * k + 3)) for k in range(30)]),
@@ -421,7 +421,7 @@ def _solve_ld(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _frac(x: Any) -> Fraction:
-    n, d = _LD(x).as_integer_ratio()
+    n, d = x.as_integer_ratio()
     return Fraction(int(n), int(d))
 
 
@@ -437,7 +437,7 @@ def _remez(target: np.ndarray, weight: np.ndarray, v: np.ndarray, p0: int, degre
     ref = np.unique(np.round((npts - 1) * (1 - np.cos(np.linspace(0, np.pi, n + 1))) / 2).astype(int))
     best: tuple[np.ndarray, Any] | None = None
     for _ in range(60):
-        a = np.empty((len(ref), n + 1), dtype=_LD)
+        a = np.empty((len(ref), n + 1), dtype=v.dtype)
         a[:, :n] = basis[ref] * weight[ref, None]
         a[:, n] = (-1.0) ** np.arange(len(ref))
         coef = _solve_ld(a, target[ref] * weight[ref])[:n]
@@ -480,9 +480,10 @@ def _remez(target: np.ndarray, weight: np.ndarray, v: np.ndarray, p0: int, degre
     return mono
 
 
-def _fit_one(spec: _FitSpec, npts: int = 3000) -> tuple[float, ...]:
-    lo, hi = _LD(spec.lo), _LD(spec.hi)
-    v = (lo + hi) / 2 - (hi - lo) / 2 * np.cos(_LD(np.pi) * np.arange(npts, dtype=_LD) / (npts - 1))
+def _fit_one(spec: _FitSpec, npts: int = 3000, t: Any = _LD) -> tuple[float, ...]:
+    """One table, fitted in the floating type `t` (long double; float64 resolves the float32 tables only)."""
+    lo, hi = t(spec.lo), t(spec.hi)
+    v = (lo + hi) / 2 - (hi - lo) / 2 * np.cos(t(np.pi) * np.arange(npts, dtype=t) / (npts - 1))
     target, weight = _targets(spec.key, v)
     # The weight may vanish (at r = 0 for exp); a floor keeps the exchange well posed.
     weight = np.maximum(weight, weight.max() / 16)
@@ -492,7 +493,7 @@ def _fit_one(spec: _FitSpec, npts: int = 3000) -> tuple[float, ...]:
     for k in range(spec.degree + 1):
         c = rnd(_remez(residual, weight, v, k, spec.degree - k)[0])
         out.append(c)
-        residual = residual - _LD(c) * v ** k
+        residual = residual - t(c) * v ** k
     return tuple(out)
 
 
