@@ -7,9 +7,12 @@ AVX-512 code.
 
 How the generated code uses them: ``helper_source(symbols)`` returns Python source (imports, then each
 helper once, dependencies first) that the code generator pastes into the generated module; the kernel
-calls e.g. ``_xb_exp_f32(x)``. ``FUNCTIONS[name, dtype]`` says which symbol implements a function and
-its error bound. ``compiled`` / ``compiled_loop`` build the same text into a real module in the cache
-directory (numba's ``cache=True`` needs a file), for tests and benchmarks.
+calls e.g. ``_xb_tanh_f32(x)``. exp is the exception: it is an intrinsic (``exp``) that emits its LLVM IR
+in place, and the helper text imports it under its symbol (numba inlines a jitted helper by typing and
+lowering it again in each kernel, which for exp alone cost softmax and attention 0.3 s of compile).
+``FUNCTIONS[name, dtype]`` says which symbol implements a function and its error bound. ``compiled`` /
+``compiled_loop`` build the same text into a real module in the cache directory (numba's ``cache=True``
+needs a file), for tests and benchmarks.
 
 Numerics, for every function:
 
@@ -78,6 +81,8 @@ __all__ = [
     "helper_source",
     "i32_as_f32",
     "i64_as_f64",
+    "int_max",
+    "int_min",
     "magnitude_bits",
     "order_key",
     "rint",
@@ -181,6 +186,33 @@ def magnitude_bits(typingctx, x):
     """x's bits without the sign, as an integer: above those of inf exactly when x is NaN."""
     return _from_bits(x, lambda builder, bits, width: builder.and_(bits, ir.Constant(bits.type,
                                                                                      (1 << (width - 1)) - 1)))
+
+
+def _int_select(op: str):
+    def typer(typingctx, a, b):
+        if not isinstance(a, types.Integer) or a != b:
+            return None
+
+        def codegen(context, builder, signature, args):
+            cmp = builder.icmp_signed(op, *args) if a.signed else builder.icmp_unsigned(op, *args)
+            return builder.select(cmp, *args)
+
+        return a(a, b), codegen
+
+    return typer
+
+
+@intrinsic
+def int_max(typingctx, a, b):
+    """max of two integers of one type, as one select (numba's generic `max` costs 0.03 s to type and lower
+    at each use)."""
+    return _int_select(">")(typingctx, a, b)
+
+
+@intrinsic
+def int_min(typingctx, a, b):
+    """min of two integers of one type, as one select."""
+    return _int_select("<")(typingctx, a, b)
 
 
 def _llvm_float_call(name: str, nargs: int):
@@ -557,50 +589,57 @@ def _set_sign(y: str, x: str, dt: str = "float32", op: str = "|") -> str:
             f"    {y} = _xb_i{b}_as_f{b}({i}({keep} {op} sign))")
 
 
-def _src_exp_f32() -> str:
-    hi, lo = _LN2_F32
-    return f'''
-{_DECO}
-def _xb_exp_f32(x):
-    """e**x, float32. x = n*ln2 + r, |r| <= ln2/2; e**x = p(r) * 2**n."""
-    xc = x if x < np.float32(89.0) else np.float32(89.0)  # NaN -> 89, put back at the end
-    xc = xc if xc > np.float32(-104.0) else np.float32(-104.0)
-    n = _xb_rint(xc * {_f32(1.4426950408889634)})
-    r = _xb_fma(n, {_f32(-hi)}, xc)
-    r = _xb_fma(n, {_f32(-lo)}, r)
-{_poly("q", "r", "exp_f32", _f32)}
-    p = _xb_fma(r * r, q, r) + np.float32(1.0)
-    # 2**n in two steps: 2**k1 added to the exponent bits of p (stays normal), then * 2**(n - k1),
-    # so results near overflow and subnormal results are rounded once.
-    k = np.int32(n)
-    k1 = k if k < np.int32(127) else np.int32(127)
-    k1 = k1 if k1 > np.int32(-125) else np.int32(-125)
-    y = _xb_i32_as_f32(np.int32(_xb_f32_as_i32(p) + (k1 << np.int32(23))))
-    y = y * _xb_i32_as_f32(np.int32((k - k1 + np.int32(127)) << np.int32(23)))
-    return y if x == x else x
-'''
+def _exp_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """e**x for a float32 or float64 LLVM value. x = n*ln2 + r, |r| <= ln2/2; e**x = p(r) * 2**n, 2**n applied in
+    two steps (2**k1 added to the exponent bits of p, which stays normal, then * 2**(n - k1)), so results near
+    overflow and subnormal results are rounded once. NaN is clamped like any input and put back at the end."""
+    single = isinstance(x.type, ir.FloatType)
+    ft, wt, i32 = x.type, ir.IntType(32 if single else 64), ir.IntType(32)
+    num = (lambda v: ir.Constant(ft, float(np.float32(v)))) if single else (lambda v: ir.Constant(ft, float(v)))
+    top, bottom = (89.0, -104.0) if single else (710.0, -746.0)
+    hi, lo = _LN2_F32 if single else _LN2_F64
+    kmax, kmin, bias, shift = (127, -125, 127, 23) if single else (1023, -1021, 1023, 52)
+
+    def call(name: str, *args: ir.Value) -> ir.Value:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ft, [ft] * len(args)),
+                                            f"llvm.{name}.{'f32' if single else 'f64'}")
+        return builder.call(fn, list(args))
+
+    def clamp(v: ir.Value, op: str, bound, cmp) -> ir.Value:
+        return builder.select(cmp(op, v, bound), v, bound)
+
+    xc = clamp(clamp(x, "<", num(top), builder.fcmp_ordered), ">", num(bottom), builder.fcmp_ordered)
+    n = call("rint", builder.fmul(xc, num(1.4426950408889634)))
+    r = call("fmuladd", n, num(-hi), xc)
+    r = call("fmuladd", n, num(-lo), r)
+    coeffs = _COEFFS["exp_f32" if single else "exp_f64"]
+    q = num(coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        q = call("fmuladd", q, r, num(c))
+    p = builder.fadd(call("fmuladd", builder.fmul(r, r), q, r), num(1.0))
+    k = builder.fptosi(n, i32)
+    k1 = clamp(clamp(k, "<", ir.Constant(i32, kmax), builder.icmp_signed), ">", ir.Constant(i32, kmin),
+               builder.icmp_signed)
+    wide = (lambda v: v) if single else (lambda v: builder.sext(v, wt))
+    y = builder.bitcast(builder.add(builder.bitcast(p, wt), builder.shl(wide(k1), ir.Constant(wt, shift))), ft)
+    scale = builder.shl(wide(builder.add(builder.sub(k, k1), ir.Constant(i32, bias))), ir.Constant(wt, shift))
+    y = builder.fmul(y, builder.bitcast(scale, ft))
+    return builder.select(builder.fcmp_ordered("==", x, x), y, x)
 
 
-def _src_exp_f64() -> str:
-    hi, lo = _LN2_F64
-    return f'''
-{_DECO}
-def _xb_exp_f64(x):
-    """e**x, float64. x = n*ln2 + r, |r| <= ln2/2; e**x = p(r) * 2**n."""
-    xc = x if x < 710.0 else 710.0  # NaN -> 710, put back at the end
-    xc = xc if xc > -746.0 else -746.0
-    n = _xb_rint(xc * 1.4426950408889634)
-    r = _xb_fma(n, {-hi!r}, xc)
-    r = _xb_fma(n, {-lo!r}, r)
-{_poly("q", "r", "exp_f64", _num64)}
-    p = _xb_fma(r * r, q, r) + 1.0
-    k = np.int32(n)
-    k1 = k if k < np.int32(1023) else np.int32(1023)
-    k1 = k1 if k1 > np.int32(-1021) else np.int32(-1021)
-    y = _xb_i64_as_f64(_xb_f64_as_i64(p) + (np.int64(k1) << np.int64(52)))
-    y = y * _xb_i64_as_f64(np.int64(k - k1 + np.int32(1023)) << np.int64(52))
-    return y if x == x else x
-'''
+@intrinsic
+def exp(typingctx, x):
+    """e**x for float32 / float64 (``_xb_exp_f32`` / ``_xb_exp_f64`` in generated code), emitted as LLVM IR in
+    place: numba's own inlining of a jitted helper types and lowers it again in every kernel that calls it,
+    0.3 s for exp, the function softmax and attention lean on. The kernel's fast-math flags apply to it as to
+    the inlined helpers."""
+    if x not in (types.float32, types.float64):
+        return None
+    return x(x), lambda context, builder, signature, args: _exp_ir(builder, args[0])
+
+
+def _src_exp(dt: str) -> str:
+    return f"\nfrom xbench.backends.cpu.mathlib import exp as _xb_exp_{'f32' if dt == 'float32' else 'f64'}\n"
 
 
 def _src_exp2(dt: str) -> str:
@@ -896,8 +935,8 @@ class MathFn:
 
 
 _SOURCES: dict[str, Any] = {
-    "_xb_exp_f32": _src_exp_f32,
-    "_xb_exp_f64": _src_exp_f64,
+    "_xb_exp_f32": lambda: _src_exp("float32"),
+    "_xb_exp_f64": lambda: _src_exp("float64"),
     "_xb_exp2_f32": lambda: _src_exp2("float32"),
     "_xb_exp2_f64": lambda: _src_exp2("float64"),
     "_xb_log2_f32": _src_log2_f32,
@@ -1025,7 +1064,14 @@ def compiled(name: str, dtype: str = "float32"):
     """The numba function for ``name`` in ``dtype``, built from exactly the text ``helper_source``
     emits (so tests check what generated kernels run). Scalar in, scalar out."""
     fn = _lookup(name, dtype)
-    return getattr(_load(helper_source([fn.symbol])), fn.symbol)
+    args = ", ".join("xy"[: fn.arity])
+    wrapper = f"_xb_scalar_{fn.symbol[4:]}"
+    return getattr(_load(helper_source([fn.symbol]) + f'''
+
+@numba.njit(fastmath=_XB_MATH_FLAGS, error_model="numpy", cache=True)
+def {wrapper}({args}):
+    return {fn.symbol}({args})
+'''), wrapper)
 
 
 def compiled_loop(name: str, dtype: str = "float32", parallel: bool = True, cache: bool = True):
