@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover
     mathlib = None
 
 FASTMATH = '{"nsz", "arcp", "contract", "afn", "reassoc"}'
-SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loop
+SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loops
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -308,9 +308,9 @@ class ModuleWriter:
             return text
         self.helpers.add("tasks")
         var, n = head.groups()
-        # each thread's scratch, allocated per iteration under prange, is allocated once per part instead
+        # each thread's scratch, allocated per iteration (at any depth) under prange, is allocated once per part
         body = [line for line in lines[at + 1:] if not line.endswith(SCRATCH)]
-        setup += [line[4:] for line in lines[at + 1:] if line.endswith(SCRATCH)]
+        setup += ["    " + line.lstrip() for line in lines[at + 1:] if line.endswith(SCRATCH)]
         views = ", ".join(f"_xb_array_at(_args[{i + 1}], {tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
                           for i, b in enumerate(bufs))
         self.task_calls.append(f"{k.name}_part({views}, _lo, _hi)")
@@ -380,7 +380,7 @@ class ModuleWriter:
         if not self.schedules.get(k.name, Schedule()).get("row_buffer", True):
             stages, rows = recompute_rows(k), {}
         for name, (shape, dtype) in rows.items():
-            src(f"{name} = _xb_new({tuple(shape)!r}, {self.np_type(dtype)})")
+            src(f"{name} = _xb_new({tuple(shape)!r}, {self.np_type(dtype)})" + SCRATCH)
         for s in stages:
             self.stage(src, s, bound)
         if not stages:
