@@ -208,9 +208,9 @@ class ModuleWriter:
             dtypes = sorted({k.stages[0].dtype for k in self.program.kernels
                              if self.schedules.get(k.name, Schedule()).get("window") == "winograd"})
             src("from xbench.backends.cpu.tasks import data as _xb_data")
-            src("from xbench.backends.cpu.winograd import external as _xb_winograd")
+            src("from xbench.backends.cpu.winograd import external as _xb_winograd, weights as _xb_wino_weights")
             for dt in dtypes:
-                src(f"_xb_wino_weights_{dt}, _xb_wino_tiles_{dt} = _xb_winograd({dt!r})")
+                src(f"_xb_wino_tiles_{dt} = _xb_winograd({dt!r})")
         src()
         src(f"FASTMATH = {FASTMATH}")
         extra = []
@@ -806,7 +806,7 @@ class ContractWriter:
         with src.indent():
             self._tap_weights(src, plan, c.dtype)
             src(f"_U = _xb_new((16, {M}, {C}), {ty})")
-            src(f"_xb_wino_weights_{c.dtype}(_xb_data(_W), _xb_data(_U), {M}, {C})")
+            src("_xb_wino_weights(_W, _U)")
             rows = winograd.block_rows(tw)
             block = [f"_V = _xb_new((16, {C}, {rows * tw}), {ty})", f"_T = _xb_new((16, {M}, {rows * tw}), {ty})"]
             scratch = [f"_X = _xb_new_zeros(({C}, {hp * wp}), {ty})", f"_C = _xb_new(({M}, {4 * T}), {ty})"]

@@ -13,9 +13,10 @@ so that summing over channels is, per element e of the 4x4 transform, one GEMM U
 generated kernel, so their buffers are arguments marked `noalias` and the tile loops vectorise; `tiles` runs
 them a block of tile rows at a time, so that the transformed block is multiplied from cache.
 
-Kernels call `weights` and `tiles` through C entry points registered as symbols (`external`), not as numba
-functions: numba links a called function's code into the caller and optimises and compiles it again, which
-cost every convolution's cold compile 0.45 s.
+Kernels call `tiles` through a C entry point registered as a symbol (`external`), not as a numba function:
+numba links a called function's code into the caller and optimises and compiles it again, which cost every
+convolution's cold compile 0.45 s. The small `weights` is called as a numba function (0.2 s of cold compile):
+loading a second entry point from the cache would cost every new process 12 ms of its warm start.
 """
 from __future__ import annotations
 
@@ -139,7 +140,6 @@ def tiles(x, u, v, p, y, tw, wp, i0, i1):
 # compiled (or loaded from the cache) by `external`, for the dtypes kernels use;
 # pointers first (x, u, v, p, y), then the sizes C, M, plane, rows, tw, wp, i0, i1, tiles
 TILES_SIG = types.void(*(types.voidptr,) * 5, *(types.int64,) * 9)
-WEIGHTS_SIG = types.void(types.voidptr, types.voidptr, types.int64, types.int64)     # w, u, M, C
 
 
 def _tiles_float32(x, u, v, p, y, C, M, plane, rows, tw, wp, i0, i1, tiles_):
@@ -154,22 +154,11 @@ def _tiles_float64(x, u, v, p, y, C, M, plane, rows, tw, wp, i0, i1, tiles_):
           array_at(p, (16, M, rows * tw), f), array_at(y, (M, 4 * tiles_), f), tw, wp, i0, i1)
 
 
-def _weights_float32(w, u, M, C):
-    weights(array_at(w, (9, M, C), np.float32), array_at(u, (16, M, C), np.float32))
-
-
-def _weights_float64(w, u, M, C):
-    weights(array_at(w, (9, M, C), np.float64), array_at(u, (16, M, C), np.float64))
-
-
 @functools.cache
-def external(dtype: str) -> tuple:
-    """(weights, tiles) for `dtype` as external functions numba-compiled kernels call by symbol name; the
-    symbols are registered here, before any kernel that calls them is compiled or loaded from the cache."""
+def external(dtype: str) -> types.ExternalFunction:
+    """`tiles` for `dtype` as an external function numba-compiled kernels call by symbol name; the symbol is
+    registered here, before any kernel that calls it is compiled or loaded from the cache."""
     import llvmlite.binding as ll
-    out = []
-    for name, fn, sig in ((f"xbench_winograd_weights_{dtype}", globals()[f"_weights_{dtype}"], WEIGHTS_SIG),
-                          (f"xbench_winograd_tiles_{dtype}", globals()[f"_tiles_{dtype}"], TILES_SIG)):
-        ll.add_symbol(name, numba.cfunc(sig, cache=True)(fn).address)
-        out.append(types.ExternalFunction(name, sig))
-    return tuple(out)
+    name = f"xbench_winograd_tiles_{dtype}"
+    ll.add_symbol(name, numba.cfunc(TILES_SIG, cache=True)(globals()[f"_tiles_{dtype}"]).address)
+    return types.ExternalFunction(name, TILES_SIG)
