@@ -23,7 +23,7 @@ from .. import Artifact, KernelInfo
 from .codegen import ModuleWriter, needs_collapse, panel_rows, storage_dtype
 from .lowp import LOAD as LOWP
 
-CODEGEN_VERSION = "8"
+CODEGEN_VERSION = "9"
 # scalar evaluations below which a kernel runs serially: launching a parallel loop on the threading layer costs
 # about 20 us from Python, which half the work of this many evaluations (~65 us serially) just repays
 PARALLEL_MIN_WORK = 1 << 17

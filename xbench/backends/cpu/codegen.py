@@ -381,10 +381,39 @@ class ModuleWriter:
             stages, rows = recompute_rows(k), {}
         for name, (shape, dtype) in rows.items():
             src(f"{name} = _xb_new({tuple(shape)!r}, {self.np_type(dtype)})" + SCRATCH)
-        for s in stages:
-            self.stage(src, s, bound)
+        i = 0
+        while i < len(stages):
+            if i + 1 < len(stages) and self._sums_row(stages[i], stages[i + 1], rows):
+                self.store_and_sum(src, stages[i], stages[i + 1], bound)
+                i += 2
+            else:
+                self.stage(src, stages[i], bound)
+                i += 1
         if not stages:
             src("pass")
+
+    def _sums_row(self, st, red, rows) -> bool:
+        """Whether `red` is the float sum of the whole row buffer the store `st` just wrote, element by element."""
+        if not (isinstance(st, Store) and isinstance(red, Reduce) and st.scope == "row" and st.buf in rows
+                and red.kind == "sum" and red.index_local is None and len(st.axes) == len(red.axes) == 1):
+            return False
+        a, r = st.axes[0], red.axes[0]
+        b = self.program.buffers.get(st.buf)
+        return (a.extent == r.extent and st.index == (Idx(a.name),) and st.value.dtype == red.dtype
+                and is_float(red.dtype) and (b is None or b.dtype not in lowp.STORE)
+                and red.body == Load(st.buf, (Idx(r.name),), red.dtype))
+
+    def store_and_sum(self, src: Source, st: Store, red: Reduce, bound: set[str]) -> None:
+        """A row buffer's store loop that also accumulates the sum the next stage takes of the row: one pass
+        over it instead of two (softmax's exponentials and their sum)."""
+        exprs = self.hoist(src, [*st.index, st.value], {st.axes[0].name})
+        src(f"{red.local} = {self.emitter.const(0, red.dtype)}")
+        with _Indent(src, self.loops(src, st.axes)):
+            vals = self.values(src, exprs, bound, set())
+            v = self.emitter.tmp("_e")
+            src(f"{v} = {vals[-1]}")
+            src(self.assign(st.buf, vals[:-1], v))
+            src(f"{red.local} += {v}")
 
     # ---- stages --------------------------------------------------------------------------------------
     def values(self, src: Source, exprs: list[Expr], bound: set[str], varying: set[str]) -> list[str]:
