@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from xbench.hw import calibrate as cal
+from xbench.hw import cpuid
 from xbench.hw.cachesim import Hierarchy, Trace, simulate
 from xbench.hw.target import get_target
 
@@ -64,34 +65,47 @@ def test_quick_calibration_is_physically_plausible(quick) -> None:
     assert set(t.cpu.spread) >= {"peak_float32", "peak_float64", "triad"}
 
 
-def test_cache_geometry_matches_lscpu_or_cpuid(quick) -> None:
+def test_cache_geometry_matches_cpuid_or_lscpu(quick) -> None:
     t = quick
     levels = [m for m in t.memory_levels if m.is_cache]
     assert [m.name for m in levels][:2] == ["l1", "l2"]
     for m in levels:
         assert m.size_bytes == m.associativity * m.line_bytes * (m.size_bytes // (m.associativity * m.line_bytes))
     other = _independent_cache_geometry()
-    if not other:
-        # both come with every glibc Linux (util-linux and libc-bin are essential packages on Debian, Ubuntu,
-        # Fedora); a minimal musl image may have neither, and then sysfs is the only description of the caches
-        pytest.skip("neither lscpu (util-linux) nor glibc's getconf is installed: nothing independent of sysfs to "
-                    "compare the cache geometry with (its internal consistency was checked above)")
     for m in levels:
         if m.name in other:
             assert (m.size_bytes, m.line_bytes, m.associativity) == other[m.name], m.name
     assert {"l1", "l2"} <= set(other)
 
 
+def test_cpuid_reads_the_vendor_and_enumerates_caches_in_order() -> None:
+    if not cpuid.available():
+        with pytest.raises(RuntimeError, match="x86 instruction"):
+            cpuid.cpuid(0)
+        return
+    assert cpuid.vendor() in ("GenuineIntel", "AuthenticAMD", "HygonGenuine", "CentaurHauls", "  Shanghai  ")
+    caches = cpuid.data_caches()
+    assert sorted(caches) == list(range(1, len(caches) + 1))
+    sizes = [caches[level][0] for level in sorted(caches)]
+    assert sizes == sorted(sizes) and all(line in (32, 64, 128) for _, line, _ in caches.values())
+
+
 def _independent_cache_geometry() -> dict[str, tuple[int, int, int]]:
-    """(size, line, ways) per data cache level from lscpu, else from getconf (glibc reads CPUID, not sysfs; only
-    L1d and L2 there, since a virtual machine's CPUID describes the host's whole L3)."""
+    """(size, line, ways) per data cache level, read without the sysfs files calibration reads: CPUID executed
+    by xbench on x86-64 (L1 and L2 only, since a virtual machine's CPUID may describe the host's whole L3),
+    else lscpu, else glibc's getconf (which reads CPUID too)."""
+    if cpuid.available():
+        found = {f"l{level}": g for level, g in cpuid.data_caches().items() if level <= 2}
+        if len(found) == 2:
+            return found
     if shutil.which("lscpu"):
         out = json.loads(subprocess.run(["lscpu", "-C", "-J", "--bytes"], capture_output=True, text=True,
                                         check=True).stdout)
         return {f"l{c['level']}": (int(c["one-size"]), int(c["coherency-size"]), int(c["ways"]))
                 for c in out["caches"] if c["type"] in ("Data", "Unified")}
     if shutil.which("getconf") is None:
-        return {}
+        pytest.fail("no description of the caches independent of sysfs: this is not x86-64 (no CPUID) and "
+                    "neither lscpu (util-linux) nor glibc's getconf is installed; install util-linux")
     lines = subprocess.run(["getconf", "-a"], capture_output=True, text=True, check=True).stdout.splitlines()
     conf = {k: v.strip() for k, _, v in (line.partition(" ") for line in lines)}
     out = {}
