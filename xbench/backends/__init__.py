@@ -5,7 +5,7 @@ Each entry point names an object with this small interface:
     name: str
     default_target: str                      # the hardware its times are for ("cpu-local", "h100", ...)
     available() -> (bool, reason)            # may the backend compile and run here?
-    knobs(kernel) -> dict[str, Knob]         # the schedule knobs it reads for a kernel
+    knobs(kernel, program=None) -> dict[str, Knob]   # the schedule knobs it reads for a kernel (of program)
     default_schedule(kernel) -> Schedule
     compile(program, schedules, **options) -> Artifact
     check(program, kernel, schedule) -> str | None   # optional: why a schedule cannot run, without compiling
@@ -38,7 +38,7 @@ class Backend(Protocol):
 
     def available(self) -> tuple[bool, str]: ...
 
-    def knobs(self, kernel: Kernel) -> dict[str, Knob]: ...
+    def knobs(self, kernel: Kernel, program: Program | None = None) -> dict[str, Knob]: ...
 
     def default_schedule(self, kernel: Kernel) -> Schedule: ...
 

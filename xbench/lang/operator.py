@@ -384,7 +384,7 @@ def _schedules(be, program, given: Mapping | None):
     out = {}
     for k in program.kernels:
         mine = given.pop(k.name, None)
-        out[k.name] = resolve(be.knobs(k), be.default_schedule(k), mine, k.name)
+        out[k.name] = resolve(be.knobs(k, program), be.default_schedule(k), mine, k.name)
     if given:
         raise ArgumentError(f"schedule names kernels that do not exist: {', '.join(given)}",
                             hint="kernels are: " + ", ".join(k.name for k in program.kernels))

@@ -26,7 +26,7 @@ def build(backend, program: Program, kernel: Kernel, restrict: dict[str, tuple] 
     """Every combination of the kernel's knob choices (optionally restricted), default first; combinations
     the backend rules out without compiling (`backend.check(program, kernel, schedule) -> reason | None`: shared
     memory, threads per block, registers, Unified Buffer) are set aside with the reason."""
-    knobs = backend.knobs(kernel)
+    knobs = backend.knobs(kernel, program)
     default = backend.default_schedule(kernel)
     restrict = restrict or {}
     names = sorted(knobs)

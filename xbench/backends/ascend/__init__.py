@@ -159,7 +159,7 @@ class AscendBackend:
             return False, "g++ (C++17) is needed to build kernels for the Ascend C twin"
         return True, "Ascend C on the CPU twin (g++)"
 
-    def knobs(self, kernel: Kernel) -> dict[str, Knob]:
+    def knobs(self, kernel: Kernel, program: Program | None = None) -> dict[str, Knob]:
         d = self.default_schedule(kernel)
         out = {
             "buffer_num": Knob("buffer_num", (2, 1), d["buffer_num"],

@@ -20,8 +20,10 @@ from ...ir import contraction
 from ...ir.kernel import Kernel, Program
 from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
-from .codegen import ModuleWriter, needs_collapse, panel_rows, storage_dtype
+from .codegen import ModuleWriter, needs_collapse, panel_rows, prefetch_plan, storage_dtype, streamed_store
 from .lowp import LOAD as LOWP
+
+PREFETCH_LINES = (2, 4, 8)
 
 CODEGEN_VERSION = "9"
 # scalar evaluations below which a kernel runs serially: launching a parallel loop on the threading layer costs
@@ -101,7 +103,9 @@ class CpuBackend:
             return False, "numba is not installed (pip install numba)"
         return True, f"numba {numba.__version__}"
 
-    def knobs(self, kernel: Kernel) -> dict[str, Knob]:
+    def knobs(self, kernel: Kernel, program: Program | None = None) -> dict[str, Knob]:
+        """The kernel's knobs; those that depend on its buffers' shapes and roles (`stores`, `prefetch`) only
+        when `program` is given."""
         d = self.default_schedule(kernel)
         out = {"parallel": Knob("parallel", (True, False), d["parallel"], "run the outer loop on all cores")}
         if kernel.outer:
@@ -128,6 +132,16 @@ class CpuBackend:
         if kernel.row_buffers:
             out["row_buffer"] = Knob("row_buffer", (True, False), True,
                                      "keep a fused row in a scratch buffer, or recompute it where it is read")
+        if program is not None and streamed_store(kernel, program, kernel.stages) is not None:
+            out["stores"] = Knob("stores", ("cached", "streaming"), "cached",
+                                 "write whole output rows with non-temporal stores (no read of the lines first, "
+                                 "not kept in cache), from a per-thread row")
+        ahead = prefetch_plan(kernel, program, kernel.stages) if program is not None else None
+        if ahead is not None:
+            row = kernel.stages[ahead[0]].axes[0].extent
+            out["prefetch"] = Knob("prefetch", (0, *(n for n in PREFETCH_LINES if row % (n * ahead[3]) == 0)), 0,
+                                   "while computing on a row, fetch the next one, this many cache lines per step "
+                                   "(0: none)")
         out["fast_math"] = Knob("fast_math", (True, False), True,
                                 "vectorisable approximations of exp/log/tanh/erf (bounded ulp error)")
         return out

@@ -20,7 +20,7 @@ from ...ir.expr import INDEX, Call, Cast, Expr, Idx, Load, Local
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
-from . import lowp, winograd
+from . import lowp, memory, winograd
 
 try:
     from . import mathlib
@@ -90,6 +90,7 @@ class ModuleWriter:
         self.row_names = {n for k in program.kernels for n in k.row_buffers}
         self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast)
         self.fast_math = True
+        self._ahead: tuple[str, Expr, int, int] | None = None    # the prefetch the stage being written issues
 
     # ---- 16-bit floats: uint16 bits in buffers, float32 in registers ---------------------------------
     def _load(self, buf: str, dtype: str, text: str) -> str:
@@ -200,6 +201,8 @@ class ModuleWriter:
             src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
                 "int_max as _xb_int_max, int_min as _xb_int_min, magnitude_bits as _xb_magnitude_bits, "
                 "order_key as _xb_order_key)")
+        if "memory" in self.helpers:
+            src("from xbench.backends.cpu.memory import prefetch as _xb_prefetch, stream as _xb_stream")
         if "dot" in self.helpers:
             src("from xbench.backends.cpu.blas import dot as _xb_dot")
         if "tap_gemms" in self.helpers:
@@ -376,21 +379,61 @@ class ModuleWriter:
 
     def point(self, src: Source, k: Kernel, bound: set[str]) -> None:
         """The stages of a kernel at one outer point."""
+        sched = self.schedules.get(k.name, Schedule())
         stages, rows = k.stages, k.row_buffers
-        if not self.schedules.get(k.name, Schedule()).get("row_buffer", True):
+        if not sched.get("row_buffer", True):
             stages, rows = recompute_rows(k), {}
+        streamed = streamed_store(k, self.program, stages) if sched.get("stores") == "streaming" else None
+        lines = int(sched.get("prefetch", 0))
+        ahead = prefetch_plan(k, self.program, stages) if lines else None
+        if streamed is not None or ahead is not None:
+            self.helpers.add("memory")
         for name, (shape, dtype) in rows.items():
             src(f"{name} = _xb_new({tuple(shape)!r}, {self.np_type(dtype)})" + SCRATCH)
         i = 0
         while i < len(stages):
+            self._ahead = (*ahead[1:], lines) if ahead is not None and ahead[0] == i else None
             if i + 1 < len(stages) and self._sums_row(stages[i], stages[i + 1], rows):
                 self.store_and_sum(src, stages[i], stages[i + 1], bound)
                 i += 2
+            elif i == streamed:
+                self.stream_store(src, stages[i], bound)
+                i += 1
             else:
                 self.stage(src, stages[i], bound)
                 i += 1
+        self._ahead = None
         if not stages:
             src("pass")
+
+    def row_loop(self, src: Source, axis: Axis) -> int:
+        """Open the loop over one row axis; with a prefetch planned for this stage, in steps of `lines` cache lines
+        of the row, each first asking for the same lines of the next row (`memory.prefetch`). Returns the depth
+        opened."""
+        if self._ahead is None:
+            return self.loops(src, (axis,))
+        buf, offset, lanes, lines = self._ahead
+        step = lanes * lines
+        src(f"for _ln in range({axis.extent // step}):")
+        src(f"    for _pf in range({lines}):")
+        src(f"        _xb_prefetch({buf}, {self.emitter.expr(offset)} + _ln * {step} + _pf * {lanes})")
+        src(f"    for _lane in range({step}):")
+        src(f"        {axis.name} = _ln * {step} + _lane")
+        return 2
+
+    def stream_store(self, src: Source, s: Store, bound: set[str]) -> None:
+        """A store of whole contiguous rows, computed into a per-thread row and written with streaming stores
+        (`memory.stream`)."""
+        a = s.axes[0]
+        exprs = self.hoist(src, [*s.index, s.value], {a.name})
+        b = self.program.buffers[s.buf]
+        row = self.emitter.tmp("_out")
+        src(f"{row} = _xb_new(({a.extent},), np.{storage_dtype(b.dtype).name})" + SCRATCH)
+        with _Indent(src, self.row_loop(src, a)):
+            vals = self.values(src, exprs, bound, set())
+            src(f"{row}[{a.name}] = {vals[-1]}")
+        start = E.linear((*exprs[:-2], E.const(0)), tuple(b.shape))
+        src(f"_xb_stream({s.buf}, {self.emitter.expr(start)}, {row}, {a.extent})")
 
     def _sums_row(self, st, red, rows) -> bool:
         """Whether `red` is the float sum of the whole row buffer the store `st` just wrote, element by element."""
@@ -408,7 +451,7 @@ class ModuleWriter:
         over it instead of two (softmax's exponentials and their sum)."""
         exprs = self.hoist(src, [*st.index, st.value], {st.axes[0].name})
         src(f"{red.local} = {self.emitter.const(0, red.dtype)}")
-        with _Indent(src, self.loops(src, st.axes)):
+        with _Indent(src, self.row_loop(src, st.axes[0])):
             vals = self.values(src, exprs, bound, set())
             v = self.emitter.tmp("_e")
             src(f"{v} = {vals[-1]}")
@@ -449,7 +492,8 @@ class ModuleWriter:
             src(f"{s.local} = {v}")
         elif isinstance(s, Store):
             exprs = self.hoist(src, [*s.index, s.value], {a.name for a in s.axes}) if s.axes else [*s.index, s.value]
-            with _Indent(src, self.loops(src, s.axes)):
+            opened = self.row_loop(src, s.axes[0]) if self._ahead is not None else self.loops(src, s.axes)
+            with _Indent(src, opened):
                 vals = self.values(src, exprs, bound, set())
                 src(self.assign(s.buf, vals[:-1], vals[-1]))
         elif isinstance(s, Reduce):
@@ -583,6 +627,50 @@ class ModuleWriter:
 def blas_serial(sched) -> bool:
     """Kernels that call BLAS from their own parallel loops, on one BLAS thread each."""
     return bool(sched.get("batch_parallel", False)) or sched.get("window") == "winograd"
+
+
+def streamed_store(k: Kernel, program: Program, stages: list) -> int | None:
+    """The stage the `stores` knob streams: the last that writes whole contiguous rows of a global buffer (of
+    at least four cache lines) at each outer point, or None."""
+    if not k.outer:
+        return None
+    for i in reversed(range(len(stages))):
+        s = stages[i]
+        b = program.buffers.get(s.buf) if isinstance(s, Store) else None
+        if (b is None or s.scope != "global" or len(s.axes) != 1 or b.dtype in lowp.STORE or not b.shape
+                or b.role not in ("output", "temp")):
+            continue
+        a = s.axes[0]
+        if (a.extent == b.shape[-1] and s.index[-1] == Idx(a.name)
+                and a.extent * storage_dtype(b.dtype).itemsize >= 4 * memory.LINE
+                and not any(a.name in E.free_indices(e) for e in s.index[:-1])):
+            return i
+    return None
+
+
+def prefetch_plan(k: Kernel, program: Program, stages: list) -> tuple[int, str, Expr, int] | None:
+    """For the `prefetch` knob: a row kernel whose first stage reduces a row of a global buffer laid out as
+    the kernel's outer points times that row, and whose row-wide store after it can hide the next row's
+    fetch. Returns (that store's stage, the buffer, the flat offset of the next row, elements per line); the
+    row is a whole number of lines."""
+    if not k.outer or not stages or not isinstance(stages[0], Reduce) or len(stages[0].axes) != 1:
+        return None
+    r = stages[0].axes[0]
+    row = (*(Idx(a.name) for a in k.outer), Idx(r.name))
+    loads = [n for n in stages[0].body.walk() if isinstance(n, Load) and n.index == row]
+    b = program.buffers.get(loads[0].buf) if loads else None
+    if b is None or tuple(b.shape) != (*(a.extent for a in k.outer), r.extent) or b.dtype in lowp.STORE:
+        return None
+    lanes = memory.LINE // storage_dtype(b.dtype).itemsize
+    if r.extent % lanes:
+        return None
+    at = next((i for i, s in enumerate(stages) if i > 0 and isinstance(s, Store) and len(s.axes) == 1
+               and s.axes[0].extent == r.extent), None)
+    if at is None:
+        return None
+    outer = tuple(Idx(a.name) for a in k.outer)
+    next_row = E.mul(E.add(E.linear(outer, tuple(a.extent for a in k.outer)), E.const(1)), E.const(r.extent))
+    return at, loads[0].buf, next_row, lanes
 
 
 def recompute_rows(k: Kernel) -> list:

@@ -130,7 +130,7 @@ class CudaBackend:
         where = "a CUDA GPU" if device.mode() == "gpu" else "numba's CUDA simulator (no CUDA GPU found)"
         return True, f"numba-cuda; kernels run on {where}"
 
-    def knobs(self, kernel: Kernel) -> dict[str, Knob]:
+    def knobs(self, kernel: Kernel, program: Program | None = None) -> dict[str, Knob]:
         return _knobs(kernel)
 
     def default_schedule(self, kernel: Kernel) -> Schedule:

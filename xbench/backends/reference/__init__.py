@@ -56,7 +56,7 @@ class ReferenceBackend:
     def available(self) -> tuple[bool, str]:
         return True, "numpy"
 
-    def knobs(self, kernel: Kernel) -> dict[str, Knob]:
+    def knobs(self, kernel: Kernel, program: Program | None = None) -> dict[str, Knob]:
         return {}
 
     def default_schedule(self, kernel: Kernel) -> Schedule:
