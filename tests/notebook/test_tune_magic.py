@@ -44,7 +44,7 @@ class ChipBackend:
     def available(self) -> tuple[bool, str]:
         return True, "numpy"
 
-    def knobs(self, kernel: Any) -> dict[str, Knob]:
+    def knobs(self, kernel: Any, program: Any = None) -> dict[str, Knob]:
         return {"tile": Knob("tile", (8, 16, 32, 64), 8, "tile length"),
                 "broken": Knob("broken", (False, True), self.broken_default, "add 1 to every output")}
 
