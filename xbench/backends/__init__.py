@@ -16,6 +16,7 @@ reports), `.kernels` (per-kernel source/resources/schedule) and `.run(*arrays) -
 """
 from __future__ import annotations
 
+import inspect
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -80,6 +81,18 @@ class Artifact(ABC):
     def _repr_markdown_(self) -> str:
         lang = "cpp" if self.backend == "ascend" else "python"
         return f"**{self.program.name}** on `{self.backend}`\n\n```{lang}\n{self.source}\n```"
+
+
+def knobs_of(backend: Backend, kernel: Kernel, program: Program) -> dict[str, Knob]:
+    """`backend.knobs(kernel, program)`, or `knobs(kernel)` for a plugin whose `knobs` takes the kernel alone."""
+    try:
+        params = inspect.signature(backend.knobs).parameters.values()
+    except (TypeError, ValueError):
+        params = ()
+    if sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params) >= 2 \
+            or any(p.kind == p.VAR_POSITIONAL for p in params):
+        return backend.knobs(kernel, program)
+    return backend.knobs(kernel)
 
 
 def names() -> list[str]:

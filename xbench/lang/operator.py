@@ -379,12 +379,13 @@ class Operator:
 
 
 def _schedules(be, program, given: Mapping | None):
+    from ..backends import knobs_of
     from ..ir.schedule import resolve
     given = dict(given or {})
     out = {}
     for k in program.kernels:
         mine = given.pop(k.name, None)
-        out[k.name] = resolve(be.knobs(k, program), be.default_schedule(k), mine, k.name)
+        out[k.name] = resolve(knobs_of(be, k, program), be.default_schedule(k), mine, k.name)
     if given:
         raise ArgumentError(f"schedule names kernels that do not exist: {', '.join(given)}",
                             hint="kernels are: " + ", ".join(k.name for k in program.kernels))

@@ -5,6 +5,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends import knobs_of
 from ..ir.kernel import Kernel, Program
 from ..ir.schedule import Knob, Schedule
 
@@ -26,7 +27,7 @@ def build(backend, program: Program, kernel: Kernel, restrict: dict[str, tuple] 
     """Every combination of the kernel's knob choices (optionally restricted), default first; combinations
     the backend rules out without compiling (`backend.check(program, kernel, schedule) -> reason | None`: shared
     memory, threads per block, registers, Unified Buffer) are set aside with the reason."""
-    knobs = backend.knobs(kernel, program)
+    knobs = knobs_of(backend, kernel, program)
     default = backend.default_schedule(kernel)
     restrict = restrict or {}
     names = sorted(knobs)
