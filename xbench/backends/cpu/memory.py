@@ -10,9 +10,11 @@ code instead of a rule deciding for every machine:
   cache (larger than the last-level cache, or consumed by another process); it loses where the next kernel
   would have found the output in cache. The kernel computes a row into a per-thread scratch row in L1 and
   streams it out; the copy ends with a fence, so the row is visible in order to every thread once it returns.
-* ``prefetch(arr, offset)`` asks for the cache line holding ``arr.flat[offset]`` (into every level), without
-  faulting on an address past the array. A row kernel issues one per line of the next row while it computes
-  on the current one from L1, so the next row's reads overlap that computation instead of following it.
+* ``prefetch(arr, offset)`` asks for the cache line holding ``arr.flat[offset]`` to be brought into L2
+  (``prefetcht1`` on x86), without faulting on an address past the array. A row kernel issues one per line of
+  the next row while it computes on the current one, so the next row's reads overlap that computation instead
+  of following it; L2 rather than L1, which holds the row being computed and its weights (layer_norm 4096 x
+  4096: 1.26-1.32x over plain stores without prefetch when fetching into L1, 1.35-1.38x into L2).
 """
 from __future__ import annotations
 
@@ -77,7 +79,7 @@ def stream(typingctx, dst, offset, src, n):
 
 @intrinsic
 def prefetch(typingctx, arr, offset):
-    """Prefetch the line holding ``arr.flat[offset]`` for reading, into all cache levels."""
+    """Prefetch the line holding ``arr.flat[offset]`` for reading, into L2 (locality 2)."""
     if not (_contiguous(arr) and isinstance(offset, types.Integer)):
         return None
 
@@ -87,7 +89,7 @@ def prefetch(typingctx, arr, offset):
         p = builder.bitcast(builder.gep(a.data, [_i64(builder, args[1])]), i8p)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
                                             "llvm.prefetch.p0i8")
-        builder.call(fn, [p, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        builder.call(fn, [p, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
     return types.void(arr, offset), codegen
