@@ -2,10 +2,11 @@
 
 - `exhaustive`: every legal configuration (default first) — for small spaces;
 - `random`: a seeded random sample;
-- `guided`: simulated annealing over a surrogate model — a prior cost (the performance predictor's estimate,
-  when the backend gives one, else none) corrected by a ridge regression on one-hot knob features refitted to
-  every measured point; each step measures the unmeasured candidate the surrogate ranks best among the
-  annealing walk's proposals.
+- `guided`: the default schedule and each knob moved alone from it (up to half the budget), then simulated
+  annealing over a surrogate model — a prior cost (the performance predictor's estimate, when the backend gives
+  one, else none) corrected by a ridge regression on one-hot knob features refitted to every measured point;
+  each step measures the unmeasured candidate the surrogate ranks best among the annealing walk's proposals.
+  The surrogate is additive in log time, so two knobs that each help are proposed together.
 """
 from __future__ import annotations
 
@@ -68,28 +69,36 @@ def guided(space: Space, budget: int, measure: Callable[[dict], float | None], s
     rng = random.Random(seed)
     model = Surrogate(space, prior)
     done: set[tuple] = set()
-    current = space.configs[0]
+    steps = min(budget, space.size)
+    # the opening: the default, then each knob moved alone from it (at most half the budget), so the one-hot
+    # model has seen every knob's own effect before it ranks combinations of them
+    opening = ([space.configs[0]] + neighbours(space, space.configs[0]))[:max(1, steps // 2)]
+    measured = []
+    for candidate in opening:
+        done.add(_key(candidate))
+        yield candidate
+        t = measure(candidate)
+        if t is not None and t > 0:
+            model.add(candidate, t)
+            measured.append((t, candidate))
+    current = min(measured, key=lambda m: m[0])[1] if measured else space.configs[0]
     temperature = 1.0
-    for _ in range(min(budget, space.size)):
-        if _key(current) not in done:
-            candidate = current
-        else:
-            # an annealing walk proposes; the surrogate picks the most promising unmeasured proposal
-            walk, c = [], current
-            for _ in range(4 * len(space.knobs) + 4):
-                nb = neighbours(space, c)
-                if not nb:
-                    break
-                nxt = rng.choice(nb)
-                delta = math.log(model.predict(nxt)) - math.log(model.predict(c))
-                if delta < 0 or rng.random() < math.exp(-delta / max(temperature, 1e-3)):
-                    c = nxt
-                walk.append(c)
-            fresh = [w for w in walk if _key(w) not in done] or \
-                [c for c in space.configs if _key(c) not in done]
-            if not fresh:
-                return
-            candidate = min(fresh, key=model.predict)
+    for _ in range(steps - len(opening)):
+        # an annealing walk proposes; the surrogate picks the most promising unmeasured proposal
+        walk, c = [], current
+        for _ in range(4 * len(space.knobs) + 4):
+            nb = neighbours(space, c)
+            if not nb:
+                break
+            nxt = rng.choice(nb)
+            delta = math.log(model.predict(nxt)) - math.log(model.predict(c))
+            if delta < 0 or rng.random() < math.exp(-delta / max(temperature, 1e-3)):
+                c = nxt
+            walk.append(c)
+        fresh = [w for w in walk if _key(w) not in done] or [c for c in space.configs if _key(c) not in done]
+        if not fresh:
+            return
+        candidate = min(fresh, key=model.predict)
         done.add(_key(candidate))
         yield candidate
         t = measure(candidate)
