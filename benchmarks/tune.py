@@ -1,6 +1,6 @@
 """Default schedule vs tuned schedule on the cpu backend, with the tuned speed against the peers of cpu_ops.py.
 
-    .venv/bin/python benchmarks/tune.py [--quick] [--budget 24] [--no-compile]
+    .venv/bin/python benchmarks/tune.py [--quick] [--budget 32] [--no-compile]
 
 For matmul 1024, softmax and layernorm 4096x4096 and the ResNet conv2d: the time of the default schedule, the
 time of the schedule `xb.tune` finds (both measured side by side after tuning), how long tuning took, how many
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--budget", type=int, default=24)
+    ap.add_argument("--budget", type=int, default=32, help="candidates per kernel (xb.tune's default)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes minutes)")
     args = ap.parse_args()
     os.environ["XBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="xbench-tune-")
