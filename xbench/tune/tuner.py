@@ -3,8 +3,9 @@
 For each kernel: build its search space from the backend's knobs (pruned by hard limits), pick candidates with a
 strategy, compile them (ahead, in worker processes where the backend supports it), check every candidate against
 the reference before timing it (a candidate that changes the numbers is rejected and recorded as such), time the
-kernel alone with the profiler's protocol, re-measure the top few side by side, and store everything in the
-tuning database. Backends without their hardware here are tuned against the performance predictor and labelled
+kernel alone with the profiler's protocol, alternately with the default schedule (a time is the candidate's
+ratio to the default, in the default's milliseconds, so a shared machine's drift cancels), re-measure the top few
+side by side, and store everything in the tuning database. Backends without their hardware here are tuned against the performance predictor and labelled
 "predicted" everywhere.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -208,6 +210,8 @@ class _Run:
     seed: int
     pool: Any
     program: Any
+    ref: Any = None                  # the kernel's default schedule, which measured candidates are timed against
+    ref_ms: float = 0.0              # its time at the start of the kernel's search
 
 
 def tune(op, *args, backend: str = "cpu", budget: int = 32, strategy: str = "auto", target: str | None = None,
@@ -274,6 +278,9 @@ def _tune_kernel(run: _Run, k, restrict) -> KernelResult:
         bar.update(c.time_ms if ok else None, run.predicted)
         return c.time_ms if ok else None
 
+    if not run.predicted:
+        run.ref = _runner(run, k.name, sp.configs[0])
+        run.ref_ms = bench(run.ref).median_ms
     order = STRATEGIES[strat](sp, run.budget, evaluate, seed=run.seed)
     if strat in ("exhaustive", "random"):
         chosen = list(order)
@@ -338,20 +345,46 @@ def _evaluate(run: _Run, kernel: str, config: dict, best_ms: float | None = None
         if once > SLOW * best_ms:
             return Candidate(kernel, config, "measured", once, None,
                              f"one run: over {SLOW:g}x the best so far ({best_ms:.3g} ms), not timed further")
-    t = bench(fn)
-    return Candidate(kernel, config, "measured", t.median_ms, t.spread)
+    ms, spread = _paired(run, fn)
+    return Candidate(kernel, config, "measured", ms, spread)
+
+
+# rounds of a paired timing: the candidate and the default schedule alternately, a short `bench` each
+PAIRS = 5
+
+
+def _paired(run: _Run, fn) -> tuple[float, float]:
+    """A candidate's time as its median ratio to the default schedule, timed alternately with it (D C D C ...),
+    times the default's time at the start of the search: a drift of a shared machine between one candidate and
+    the next then moves both sides of each ratio alike. Returns (ms, spread of the ratios)."""
+    if run.ref is None:
+        t = bench(fn)
+        return t.median_ms, t.spread
+    ratios = []
+    for _ in range(PAIRS):
+        ref = bench(run.ref, warmup=1, samples=3).median_ms
+        ratios.append(bench(fn, warmup=1, samples=3).median_ms / ref)
+    q = statistics.quantiles(ratios, n=4)
+    mid = statistics.median(ratios)
+    return mid * run.ref_ms, (q[2] - q[0]) / mid
+
+
+def _runner(run: _Run, kernel: str, config: dict):
+    return run.op.compile(run.backend, *run.args, schedule=_schedule_for(run.current, kernel, config),
+                          **run.kwargs).kernel_runners(*run.arrays)[kernel]
 
 
 def _remeasure(run: _Run, kernel: str, top: list[Candidate]) -> None:
-    """Time the best few again, interleaved (A B C A B C ...), so slow drift of the machine hits them alike."""
-    runners = [run.op.compile(run.backend, *run.args, schedule=_schedule_for(run.current, kernel, c.config),
-                              **run.kwargs).kernel_runners(*run.arrays)[kernel] for c in top]
-    samples: list[list[float]] = [[] for _ in top]
+    """Time the best few again with the default schedule, interleaved (D A B C D A B C ...), so slow drift of the
+    machine hits them alike; each one's time is its ratio to the default, in the units of `_paired`."""
+    runners = [run.ref] + [_runner(run, kernel, c.config) for c in top]
+    samples: list[list[float]] = [[] for _ in runners]
     for _ in range(5):
         for i, fn in enumerate(runners):
             samples[i].append(bench(fn, warmup=1, samples=3).median_ms)
-    for c, ts in zip(top, samples):
-        c.time_ms = sorted(ts)[len(ts) // 2]
+    ref = statistics.median(samples[0])
+    for c, ts in zip(top, samples[1:]):
+        c.time_ms = statistics.median(ts) / ref * run.ref_ms
 
 
 def _pool(be, workers: int):
