@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -174,3 +175,13 @@ def test_a_candidate_far_slower_than_the_best_is_timed_once():
     assert default.config["impl"] == "blas" and default.message == "" and default.spread is not None
     assert slow and all("not timed further" in c.message and c.spread is None for c in slow)
     assert all(c.time_ms > T.SLOW * default.time_ms for c in slow) and res.kernels[0].best["impl"] == "blas"
+
+
+def test_a_paired_time_is_the_ratio_to_the_default_in_the_defaults_milliseconds():
+    """The default sleeps 2 ms and was timed at 10 ms at the start of the search; a candidate that sleeps 4 ms is
+    twice the default, so 20 ms in those units, whatever the two sleeps actually took now."""
+    class Run:
+        ref, ref_ms = staticmethod(lambda: time.sleep(0.002)), 10.0
+
+    ms, spread = T._paired(Run, lambda: time.sleep(0.004))
+    assert 17.0 < ms < 21.0 and spread < 0.2
