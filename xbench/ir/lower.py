@@ -77,13 +77,18 @@ class LowerCtx:
         return name
 
     def const_load(self, eqn: Eqn, index: tuple[Expr, ...]) -> Expr:
+        """A load of a captured array. It has a const buffer of its own even where the value is an output
+        (whose buffer the kernel storing it writes)."""
         var = eqn.out
-        if var.id not in self.buffer_of:
-            name = self.fresh("const")
+        name = self.buffer_of.get(var.id)
+        if name is None or self.buffers[name].role != "const":
+            const = self.fresh("const")
             value = np.ascontiguousarray(np.broadcast_to(eqn.params["value"], var.shape))
-            self.buffers[name] = Buffer(name, var.shape, var.dtype, "const", value)
-            self.buffer_of[var.id] = name
-        return Load(self.buffer_of[var.id], index, var.dtype)
+            self.buffers[const] = Buffer(const, var.shape, var.dtype, "const", value)
+            if name is None:
+                self.buffer_of[var.id] = const
+            name = const
+        return Load(name, index, var.dtype)
 
     # ---- expressions ---------------------------------------------------------------------------------
     def expr(self, var: Var, index: tuple[Expr, ...]) -> Expr:

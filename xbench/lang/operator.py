@@ -403,7 +403,9 @@ def _dead_code(graph: Graph) -> None:
 
 
 def _any_tensor(args, kwargs) -> bool:
-    return any(isinstance(a, Tensor) for a in args) or any(isinstance(a, Tensor) for a in kwargs.values())
+    def traced(a) -> bool:
+        return isinstance(a, Tensor) or isinstance(a, (list, tuple)) and any(isinstance(e, Tensor) for e in a)
+    return any(traced(a) for a in args) or any(traced(a) for a in kwargs.values())
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from .lowp import LOAD as LOWP
 
 PREFETCH_LINES = (2, 4, 8)
 
-CODEGEN_VERSION = "10"
+CODEGEN_VERSION = "11"
 # scalar evaluations below which a kernel runs serially: launching a parallel loop on the threading layer costs
 # about 20 us from Python, which half the work of this many evaluations (~65 us serially) just repays
 PARALLEL_MIN_WORK = 1 << 17

@@ -91,9 +91,12 @@ class ModuleWriter:
         self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast)
         self.fast_math = True
         self._ahead: tuple[str, Expr, int, int] | None = None    # the prefetch the stage being written issues
+        self._scalars: dict[str, str] = {}      # 0-d buffers the kernel being written reads into a local first
 
     # ---- 16-bit floats: uint16 bits in buffers, float32 in registers ---------------------------------
     def _load(self, buf: str, dtype: str, text: str) -> str:
+        if buf in self._scalars:
+            return self._scalars[buf]
         if dtype in lowp.LOAD and buf not in self.row_names:
             self.helpers.add("lowp")
             return f"{lowp.LOAD[dtype]}({text})"
@@ -355,12 +358,26 @@ class ModuleWriter:
         src(self.decorator(parallel))
         src(f"def {k.name}({', '.join(self.params(k))}):")
         with src.indent():
+            self.read_scalars(src, k)
             collapse = int(sched.get("collapse", 1)) if k.outer else 0
             collapse = max(1, min(collapse, len(k.outer))) if k.outer else 0
             bound = self.open_outer(src, k.outer, collapse, parallel)
             with _Indent(src, len(k.outer) - collapse + (1 if collapse else 0)):
                 self.point(src, k, bound)
+        self._scalars = {}
         return src.text()
+
+    def read_scalars(self, src: Source, k: Kernel) -> None:
+        """Read each 0-d buffer the kernel only reads once, before its loops (numba's parallel loops cannot
+        index a 0-d array)."""
+        self._scalars = {}
+        for name in k.reads():
+            b = self.program.buffers[name]
+            if not b.shape and name not in k.writes():
+                text = self._load(name, b.dtype, subscript(name, []))
+                local = f"_z_{name}"
+                src(f"{local} = {text}")
+                self._scalars[name] = local
 
     def open_outer(self, src: Source, outer: tuple[Axis, ...], collapse: int, parallel: bool) -> set[str]:
         """Open the outer loops (leading `collapse` axes flattened into one prange). Returns bound names."""

@@ -1,0 +1,78 @@
+"""Patterns whole-model graphs are full of, on every backend: elementwise ops reading a 0-d value across the
+cpu parallel threshold, outputs that are captured constants, library operators called on tensors in a list."""
+import numpy as np
+import pytest
+
+import xbench as xb
+from xbench.ir.kernel import Program
+
+rng = np.random.default_rng(7)
+SMALL = ("reference", "cuda", "ascend")
+
+
+@xb.tensor_op
+def over_sum(x: xb.Tensor):
+    return x / x.sum()
+
+
+@xb.tensor_op
+def centred_where(x: xb.Tensor, m: xb.Tensor):
+    return xb.where(m, 0.5, x - x.mean())
+
+
+@pytest.mark.parametrize("n", [2 ** 17, 2 ** 17 + 5, 3 * 2 ** 16])
+def test_elementwise_reading_a_0d_reduction_on_cpu(n):
+    x = rng.random(n).astype(np.float32) + 0.5
+    np.testing.assert_allclose(over_sum(x), x / x.astype(np.float64).sum(), rtol=2e-5)
+    x2 = x.reshape(-1, n // 2 ** 10) if n % 2 ** 10 == 0 else x.reshape(1, -1)
+    m = rng.random(x2.shape) < 0.3
+    expect = np.where(m, 0.5, x2 - x2.astype(np.float64).mean())
+    np.testing.assert_allclose(centred_where(x2, m), expect, rtol=1e-5, atol=1e-5)
+    prog: Program = over_sum.lower(x)
+    assert any(b.shape == () for b in prog.buffers.values())      # the pattern reaches the backend as a 0-d buffer
+
+
+@pytest.mark.parametrize("backend", SMALL)
+def test_elementwise_reading_a_0d_reduction_small(backend):
+    x = rng.random((5, 7)).astype(np.float32) + 0.5
+    np.testing.assert_allclose(over_sum.run(x, backend=backend), x / x.astype(np.float64).sum(), rtol=2e-5)
+
+
+W = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+
+
+@xb.tensor_op
+def captured(x: xb.Tensor):
+    return xb.asarray(W), x + 1
+
+
+@xb.tensor_op
+def mask_from_empty(x: xb.Tensor):
+    keep = xb.ops.bernoulli(xb.ops.empty(x.shape, dtype="float32"), p=0.5, seed=3)
+    return keep
+
+
+@pytest.mark.parametrize("backend", ("cpu",) + SMALL)
+def test_an_output_that_is_a_captured_constant(backend):
+    x = np.zeros(2, np.float32)
+    for _ in range(2):                                  # a second call must not return the previous output's memory
+        w, y = captured.run(x, backend=backend)
+        np.testing.assert_array_equal(w, W)
+        np.testing.assert_array_equal(y, x + 1)
+        x = x + 3
+    m = mask_from_empty.run(np.zeros((4, 64), np.float32), backend=backend)
+    ref = mask_from_empty.run(np.zeros((4, 64), np.float32), backend="reference")
+    np.testing.assert_array_equal(m, ref)
+    assert 0.3 < m.mean() < 0.7
+
+
+@xb.tensor_op
+def joined(a: xb.Tensor, b: xb.Tensor):
+    return xb.ops.cat([a, b * 2], dim=0), xb.ops.stack((a[:2], b[:2]), dim=1)
+
+
+def test_library_operator_on_tensors_in_a_list():
+    a, b = rng.random(3).astype(np.float32), rng.random(4).astype(np.float32)
+    c, s = joined(a, b)
+    np.testing.assert_array_equal(c, np.concatenate([a, b * 2]))
+    np.testing.assert_array_equal(s, np.stack([a[:2], b[:2]], axis=1))
