@@ -14,23 +14,10 @@ from ...ir import expr as E
 from ...ir.expr import Cast, Expr, Load, Local
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Store
 from .affine import split, strides
-from .codegen import (
-    ALIGN,
-    QUE_LIMIT,
-    SYS_WORKSPACE,
-    Launch,
-    TileBody,
-    TileKernel,
-    UbItem,
-    VectorKernelGen,
-    _finish,
-    align,
-    decode,
-    ident,
-    param,
-    prod,
-)
 from .cpp import CTYPE, SIZE, ScalarScope, Source, Unsupported, ctype
+from .kernelgen import VectorKernelGen, decode, finish, ident, param
+from .plan import ALIGN, QUE_LIMIT, SYS_WORKSPACE, Launch, UbItem, align, prod
+from .tiles import TileBody, TileKernel
 
 IN_TYPES = ("float16", "float32", "bfloat16")
 C_TYPES = {"float32": ("float32",), "float16": ("float16", "float32"), "bfloat16": ("bfloat16", "float32")}
@@ -118,7 +105,7 @@ class MatmulKernel(VectorKernelGen):
         kern = Kernel(f"{self.k.name}_pack_{tag}", "elementwise", tuple(axes), [store])
         gen = TileKernel(self.pw, kern, self.sched, ident(f"{self.entry}_pack_{tag}"))
         gen.role = "pack"
-        out.append(_finish(gen))
+        out.append(finish(gen))
         base = E.linear(tuple(a.var for a in used), tuple(a.extent for a in used)) if used else E.ZERO
         base = E.mul(base, E.const(prod(a.extent for a in rows + cols)))
         return ws, False, base
