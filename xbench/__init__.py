@@ -12,7 +12,7 @@ from . import ops
 from .config import set_log_level
 from .dtypes import bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8
 from .errors import XbenchError
-from .lang import Dim, Operator, Tensor, default_backend, dims, set_default_backend, tensor_op
+from .lang import Dim, Operator, Tensor, dims, tensor_op
 from .lang.functions import (
     abs,
     acos,
@@ -133,6 +133,7 @@ from .lang.functions import (
     zeros,
     zeros_like,
 )
+from .runtime import default_backend, set_default_backend
 from .verify import compare, tolerance, verify
 
 __version__ = "0.1.0"

@@ -1,7 +1,6 @@
 """The operator language: `Tensor[...]` annotations, dims, `@tensor_op`, and the `xb.*` functions."""
 from .dims import Dim, dims
-from .operator import Operator, default_backend, set_default_backend, tensor_op
+from .operator import Operator, tensor_op
 from .tensor import Tensor, TensorSpec
 
-__all__ = ["Dim", "dims", "Operator", "tensor_op", "Tensor", "TensorSpec", "default_backend",
-           "set_default_backend"]
+__all__ = ["Dim", "dims", "Operator", "tensor_op", "Tensor", "TensorSpec"]

@@ -1,35 +1,22 @@
-"""`@xb.tensor_op`: an operator written once, traced per shape, compiled per backend, cached at every step."""
+"""`@xb.tensor_op`: an operator written once and traced per shape. Running and compiling it is the runtime's
+job (`xbench.runtime`, installed as the `Dispatcher`): the language knows no backend and no tuner."""
 from __future__ import annotations
 
 import functools
 import inspect
-import logging
-import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
 from .. import dtypes as D
-from ..config import log
 from ..errors import ArgumentError, DTypeError, Location, ShapeError, TraceError, XbenchError, user_location
 from ..ir.graph import Graph, Var
 from . import amp
 from .dims import Dim
 from .tensor import Tensor, TensorSpec
 from .trace import Trace, tracing
-
-_settings = threading.local()
-
-
-def default_backend() -> str:
-    return getattr(_settings, "backend", "cpu")
-
-
-def set_default_backend(name: str) -> None:
-    """The backend `op(...)` runs on (initially "cpu")."""
-    _settings.backend = name
 
 
 class _AutoDims(dict):
@@ -59,19 +46,54 @@ def _resolve_annotation(ann, fn) -> Any:
 
 
 @dataclass
-class Specialization:
-    """One traced shape of an operator: its graph, lowered program and the artifacts compiled from it."""
-    key: tuple
-    graph: Graph
-    arg_names: list[str]
-    programs: dict[bool, Any] = field(default_factory=dict)
-    artifacts: dict[tuple, Any] = field(default_factory=dict)
+class Binding:
+    """One call's arguments, bound to an operator's parameters: tensors (numpy arrays, or Tensors while
+    tracing), static values, and the size of each named dim. `key` names its specialisation."""
+    arguments: dict[str, Any]
+    tensors: dict[str, Any]
+    statics: dict[str, Any]
+    dims: dict[str, int]
 
-    def program(self, fusion: bool = True):
-        if fusion not in self.programs:
-            from ..ir.lower import lower
-            self.programs[fusion] = lower(self.graph, fusion=fusion)
-        return self.programs[fusion]
+    @property
+    def arrays(self) -> list[np.ndarray]:
+        return list(self.tensors.values())
+
+    @property
+    def key(self) -> tuple:
+        return (tuple((n, tuple(a.shape), str(D.canonical(a.dtype))) for n, a in self.tensors.items()),
+                tuple((k, static_key(v)) for k, v in self.statics.items()), amp.policy())
+
+
+class Dispatcher(Protocol):
+    """What `op(...)`, `op.run`, `op.compile` and `op.lower` do once an operator is traced: the runtime
+    layer (`xbench.runtime`) installs one (`install_dispatcher`); the language only traces."""
+
+    def run(self, op: Operator, args, kwargs, backend: str | None, schedule: Mapping | None, loc): ...
+
+    def compile(self, op: Operator, backend: str, args, kwargs, schedule: Mapping | None, options: dict,
+                loc): ...
+
+    def specialize(self, op: Operator, args, kwargs, loc) -> tuple[Any, list[np.ndarray]]: ...
+
+    def specializations(self, op: Operator) -> list: ...
+
+    def last(self, op: Operator) -> Any: ...
+
+    def forget_artifacts(self, op: Operator) -> None: ...
+
+
+_dispatcher: Dispatcher | None = None
+
+
+def install_dispatcher(d: Dispatcher) -> None:
+    global _dispatcher
+    _dispatcher = d
+
+
+def _dispatch() -> Dispatcher:
+    if _dispatcher is None:
+        raise XbenchError("no runtime is installed to run operators", hint="import xbench (not only xbench.lang)")
+    return _dispatcher
 
 
 class Operator:
@@ -96,48 +118,42 @@ class Operator:
         ret = self.signature.return_annotation
         ret = _resolve_annotation(ret, fn) if ret is not inspect.Signature.empty else None
         self._return = ret
-        self._cache: dict[tuple, Specialization] = {}
-        self._last: Specialization | None = None
-        self._lock = threading.RLock()
 
-    # ---- public API ----------------------------------------------------------------------------------
+    # ---- public API (run by the installed runtime) ---------------------------------------------------
     def __call__(self, *args, **kwargs):
         if tracing() and _any_tensor(args, kwargs):
             return self._inline(args, kwargs)
-        return self.run(*args, **kwargs)
+        return _dispatch().run(self, args, kwargs, None, None, user_location())
 
     def run(self, *args, backend: str | None = None, schedule: Mapping | None = None, **kwargs):
         """Run on `backend` (default: the session default, "cpu"); numpy in, numpy out."""
-        spec, arrays = self._specialize(args, kwargs, user_location())
-        art = self._artifact(spec, backend or default_backend(), schedule)
-        outs = art.run(*arrays)
-        return outs[0] if len(outs) == 1 and not self._returns_tuple(spec) else tuple(outs)
+        return _dispatch().run(self, args, kwargs, backend, schedule, user_location())
 
     def compile(self, backend: str, *args, schedule: Mapping | None = None, **kwargs):
         """Compile for `backend` at the shapes of `args`; returns the Artifact (.source, .resources, .run)."""
         options = {k: kwargs.pop(k) for k in list(kwargs) if k not in self.signature.parameters}
-        spec, _ = self._specialize(args, kwargs, user_location())
-        return self._artifact(spec, backend, schedule, **options)
+        return _dispatch().compile(self, backend, args, kwargs, schedule, options, user_location())
 
     def trace(self, *args, **kwargs) -> Graph:
         """The graph IR for the shapes of `args`."""
-        return self._specialize(args, kwargs, user_location())[0].graph
+        return _dispatch().specialize(self, args, kwargs, user_location())[0].graph
 
     def lower(self, *args, fusion: bool = True, **kwargs):
         """The loop-IR program (kernels and buffers) for the shapes of `args`."""
-        return self._specialize(args, kwargs, user_location())[0].program(fusion)
+        return _dispatch().specialize(self, args, kwargs, user_location())[0].program(fusion)
 
     def arrays(self, *args, **kwargs) -> list[np.ndarray]:
         """The tensor arguments of a call, in the order the compiled artifacts take them."""
-        return self._specialize(args, kwargs, user_location())[1]
+        return _dispatch().specialize(self, args, kwargs, user_location())[1]
 
     @property
     def ir(self) -> str:
         """The graph IR of the most recent call, as text."""
-        if self._last is None:
+        last = _dispatch().last(self)
+        if last is None:
             raise XbenchError(f"{self.name} has not been called yet, so no shapes are bound",
                               hint=f"call {self.name}(...) on arrays first, or use {self.name}.trace(...)")
-        return self._last.graph.text()
+        return last.graph.text()
 
     @property
     def params(self) -> dict[str, TensorSpec | None]:
@@ -145,8 +161,13 @@ class Operator:
         return dict(self._specs)
 
     @property
-    def specializations(self) -> list[Specialization]:
-        return list(self._cache.values())
+    def specializations(self) -> list:
+        return _dispatch().specializations(self)
+
+    def forget_artifacts(self) -> None:
+        """Drop compiled artifacts held in memory (the on-disk caches stay): the next call compiles again,
+        picking up newly tuned schedules."""
+        _dispatch().forget_artifacts(self)
 
     def __repr__(self) -> str:
         return f"<xbench operator {self.name}{self.signature_text()}>"
@@ -165,7 +186,8 @@ class Operator:
         return f"({', '.join(parts)}){ret}"
 
     # ---- binding and tracing -------------------------------------------------------------------------
-    def _bind(self, args, kwargs, loc: Location | None):
+    def bind(self, args, kwargs, loc: Location | None = None) -> Binding:
+        """Bind a call's arguments: tensors, static values and dim sizes (errors name `loc`, the caller)."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -209,7 +231,7 @@ class Operator:
             else:
                 statics[name] = value
         dims = self._bind_dims(tensors, loc)
-        return bound, tensors, statics, dims
+        return Binding(bound.arguments, tensors, statics, dims)
 
     def _checked(self, name: str, value: np.ndarray, loc) -> np.ndarray:
         try:
@@ -265,27 +287,12 @@ class Operator:
                 dims.setdefault(d.name, (n, name, axis))
         return {k: v[0] for k, v in dims.items()}
 
-    def _specialize(self, args, kwargs, loc) -> tuple[Specialization, list[np.ndarray]]:
-        bound, tensors, statics, dims = self._bind(args, kwargs, loc)
-        arrays = list(tensors.values())
-        key = (tuple((n, tuple(a.shape), str(D.canonical(a.dtype))) for n, a in tensors.items()),
-               tuple((k, _static_key(v)) for k, v in statics.items()), amp.policy())
-        with self._lock:
-            spec = self._cache.get(key)
-            if spec is None:
-                graph = self._trace(bound, tensors, statics, dims, loc)
-                spec = Specialization(key, graph, list(tensors))
-                self._cache[key] = spec
-                level = logging.INFO if len(self._cache) > 1 else logging.DEBUG
-                log.log(level, "traced %s for %s (specialisation %d)", self.name,
-                        ", ".join(f"{n}={v}" for n, v in dims.items()) or "its shapes", len(self._cache))
-            self._last = spec
-        return spec, arrays
-
-    def _trace(self, bound, tensors, statics, dims, loc) -> Graph:
+    def trace_binding(self, b: Binding) -> Graph:
+        """Run the body on Tensors shaped like the binding's arrays: the graph IR of that specialisation."""
+        tensors, statics, dims = b.tensors, b.statics, b.dims
         in_vars = [Var(a.shape, D.canonical(a.dtype), hint=n) for n, a in tensors.items()]
         with Trace(self.name) as tr:
-            call_args = dict(bound.arguments)
+            call_args = dict(b.arguments)
             traced = {n: Tensor(v) for (n, _), v in zip(tensors.items(), in_vars)}
             for n in call_args:
                 if isinstance(statics.get(n), _TensorList):
@@ -335,61 +342,15 @@ class Operator:
                                      hint="fix the body or the return annotation", loc=_def_loc(self.fn))
         return outs
 
-    def _returns_tuple(self, spec: Specialization) -> bool:
-        return len(spec.graph.outputs) > 1
-
     def _inline(self, args, kwargs):
-        bound, tensors, statics, dims = self._bind(args, kwargs, user_location())
-        call_args = dict(bound.arguments)
-        for n, v in tensors.items():
+        b = self.bind(args, kwargs, user_location())
+        call_args = dict(b.arguments)
+        for n, v in b.tensors.items():
             if not isinstance(v, Tensor):
                 from .trace import constant
                 call_args[n] = constant(v)
         result = self._call_fn(call_args)
         return result
-
-    # ---- compiling -----------------------------------------------------------------------------------
-    def forget_artifacts(self) -> None:
-        """Drop compiled artifacts held in memory (the on-disk caches stay): the next call compiles again,
-        picking up newly tuned schedules."""
-        for spec in self._cache.values():
-            spec.artifacts.clear()
-
-    def _artifact(self, spec: Specialization, backend: str, schedule: Mapping | None = None, **options):
-        from ..backends import get
-        key = (backend, _static_key(schedule), _static_key(options))
-        art = spec.artifacts.get(key)
-        if art is None:
-            be = get(backend)
-            ok, why = be.available()
-            if not ok:
-                from ..errors import BackendError
-                raise BackendError(f"backend {backend!r} is not available here: {why}")
-            program = spec.program(options.pop("fusion", True))
-            if schedule is None:
-                from ..tune.db import tuned_schedules
-                schedule = tuned_schedules(program, backend) or None
-            schedules = _schedules(be, program, schedule)
-            art = be.compile(program, schedules, **options)
-            spec.artifacts[key] = art
-            log.log(logging.INFO if len(spec.artifacts) > 1 or len(self._cache) > 1 else logging.DEBUG,
-                    "compiled %s for %s in %.0f ms%s", self.name, backend, art.compile_ms,
-                    " (from cache)" if art.cache_hit else "")
-        return art
-
-
-def _schedules(be, program, given: Mapping | None):
-    from ..backends import knobs_of
-    from ..ir.schedule import resolve
-    given = dict(given or {})
-    out = {}
-    for k in program.kernels:
-        mine = given.pop(k.name, None)
-        out[k.name] = resolve(knobs_of(be, k, program), be.default_schedule(k), mine, k.name)
-    if given:
-        raise ArgumentError(f"schedule names kernels that do not exist: {', '.join(given)}",
-                            hint="kernels are: " + ", ".join(k.name for k in program.kernels))
-    return out
 
 
 def _dead_code(graph: Graph) -> None:
@@ -429,11 +390,11 @@ def _is_array_like(value) -> bool:
     return hasattr(value, "__array_interface__") or hasattr(value, "__array__") and not isinstance(value, type)
 
 
-def _static_key(v) -> Any:
+def static_key(v) -> Any:
     if isinstance(v, Mapping):
-        return tuple(sorted((k, _static_key(x)) for k, x in v.items()))
+        return tuple(sorted((k, static_key(x)) for k, x in v.items()))
     if isinstance(v, (list, tuple)):
-        return tuple(_static_key(x) for x in v)
+        return tuple(static_key(x) for x in v)
     if isinstance(v, np.ndarray):
         return ("ndarray", v.shape, str(v.dtype), v.tobytes())
     try:
