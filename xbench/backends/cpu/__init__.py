@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib.util
+import os
 import sys
 import threading
 import time
@@ -17,7 +18,9 @@ from ...config import cache_dir, log, tool_versions
 from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
 from ...ir import contraction
+from ...ir.expr import Call
 from ...ir.kernel import Kernel, Program
+from ...ir.scalar import lookup
 from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
 from .codegen import ModuleWriter, needs_collapse, panel_rows, prefetch_plan, storage_dtype, streamed_store
@@ -26,9 +29,22 @@ from .lowp import LOAD as LOWP
 PREFETCH_LINES = (2, 4, 8)
 
 CODEGEN_VERSION = "11"
-# scalar evaluations below which a kernel runs serially: launching a parallel loop on the threading layer costs
-# about 20 us from Python, which half the work of this many evaluations (~65 us serially) just repays
-PARALLEL_MIN_WORK = 1 << 17
+# The price of a parallel loop, for the default parallel/serial choice (`parallel_pays`): launching one on
+# numba's threading layer and waiting for its threads costs ~12-15 us with threads that sleep between loops
+# (OMP_WAIT_POLICY=PASSIVE, set below), and the serial work it splits costs ~0.1 ns per scalar evaluation plus
+# ~0.15 ns per transcendental call in it (vectorised, in L2: add, exp, tanh, softmax at 128^2-512^2 float32,
+# 2-core Zen 5). A loop goes parallel when the time it saves is twice its launch: on a shared host the other
+# cores are often busy, and a parallel loop then waits for the slowest thread.
+LAUNCH_US = 15.0
+EVAL_NS = 0.1
+TRANSCENDENTAL_NS = 0.15
+PARALLEL_MARGIN = 2.0
+# a BLAS contraction's own loops (packing, the epilogue: numba parallel regions of ~3 us each) run in parallel
+# from this many output points
+BLAS_PARALLEL_POINTS = 1 << 17
+# Threads that spin after a parallel loop (libgomp's default) hold a core the rest of the machine wants; when
+# another process runs there, the next loop waits for the spinner's time slice: 6-16 ms for a 30 us softmax.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 _modules: dict[str, object] = {}
 _lock = threading.Lock()
 
@@ -38,15 +54,42 @@ def threads() -> int:
     return numba.get_num_threads()
 
 
+def _stage_extent(s) -> int:
+    axes = getattr(s, "axes", None) or ()
+    if hasattr(s, "axis"):
+        axes = (s.axis,)
+    return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
+
+
 def kernel_work(k: Kernel) -> int:
     """Scalar evaluations a kernel performs (outer points times the work of its stages)."""
-    per_point = 0
+    return k.points() * max(sum(_stage_extent(s) for s in k.stages), 1)
+
+
+def serial_us(k: Kernel) -> float:
+    """The kernel's serial time by the launch-decision model: EVAL_NS per scalar evaluation, plus
+    TRANSCENDENTAL_NS per transcendental call evaluated."""
+    ns = 0.0
     for s in k.stages:
-        axes = getattr(s, "axes", None) or ()
-        if hasattr(s, "axis"):
-            axes = (s.axis,)
-        per_point += int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
-    return k.points() * max(per_point, 1)
+        calls = 0
+        for e in s.exprs():
+            for n in e.walk():
+                if isinstance(n, Call):
+                    with contextlib.suppress(KeyError, ValueError, TypeError):
+                        calls += bool(lookup(n.fn, len(n.args)).transcendental)
+        ns += _stage_extent(s) * (EVAL_NS + TRANSCENDENTAL_NS * calls)
+    return k.points() * ns * 1e-3
+
+
+def parallel_pays(k: Kernel, n_threads: int | None = None, work_us: float | None = None) -> bool:
+    """Whether running the kernel's outer loop on `n_threads` threads (default: numba's) saves PARALLEL_MARGIN
+    times its launch: serial * (1 - 1/threads) > PARALLEL_MARGIN * LAUNCH_US, the serial time `work_us`
+    (default `serial_us`)."""
+    t = min(n_threads or threads(), k.points())
+    if t <= 1 or not k.outer:
+        return False
+    work = serial_us(k) if work_us is None else work_us
+    return work * (1.0 - 1.0 / t) > PARALLEL_MARGIN * LAUNCH_US
 
 
 class CpuArtifact(Artifact):
@@ -153,7 +196,7 @@ class CpuBackend:
         return None
 
     def default_schedule(self, kernel: Kernel) -> Schedule:
-        s = {"parallel": kernel_work(kernel) >= PARALLEL_MIN_WORK and bool(kernel.outer),
+        s = {"parallel": parallel_pays(kernel),
              "collapse": needs_collapse(kernel.outer, threads()) if kernel.outer else 1, "fast_math": True}
         roles = contraction.roles(kernel) if kernel.kind == "contract" else None
         if roles is not None:
@@ -161,7 +204,7 @@ class CpuBackend:
             s["impl"] = "blas" if acc in ("float32", "float64") else "loops"
             if s["impl"] == "blas":
                 # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output
-                s["parallel"] = s["parallel"] and kernel.points() >= PARALLEL_MIN_WORK
+                s["parallel"] = s["parallel"] and kernel.points() >= BLAS_PARALLEL_POINTS
             batches = int(np.prod([a.extent for a in roles[1]], dtype=np.int64)) if roles[1] else 1
             if len(panel_rows(kernel)) > 1:
                 s["panel"] = 0

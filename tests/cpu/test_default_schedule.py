@@ -1,0 +1,78 @@
+"""The cpu backend's default parallel/serial choice follows its launch model (`parallel_pays`), not a fixed count."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import xbench as xb
+from xbench import Tensor
+from xbench.backends import cpu
+from xbench.backends import get as get_backend
+
+N, D = xb.dims("N D")
+
+
+@xb.tensor_op
+def softmax(x: Tensor[N, D]) -> Tensor[N, D]:
+    e = xb.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@xb.tensor_op
+def add(a: Tensor[N, D], b: Tensor[N, D]) -> Tensor[N, D]:
+    return a + b
+
+
+def _kernel(op, *shapes):
+    arrays = [np.zeros(s, np.float32) for s in shapes]
+    (k,) = op.lower(*arrays).kernels
+    return k
+
+
+def test_serial_time_counts_evaluations_and_transcendentals():
+    k = _kernel(add, (256, 256), (256, 256))
+    assert cpu.serial_us(k) == 256 * 256 * cpu.EVAL_NS * 1e-3
+    s = _kernel(softmax, (256, 256))
+    # four row loops (max, exp, sum, divide), two scalar assignments and one exp per element
+    per_row = (4 * 256 + 2) * cpu.EVAL_NS + 256 * cpu.TRANSCENDENTAL_NS
+    assert abs(cpu.serial_us(s) - 256 * per_row * 1e-3) < 1e-9
+
+
+def test_softmax_256_runs_serially_and_1024_in_parallel_on_two_threads():
+    be = get_backend("cpu")
+    small, large = _kernel(softmax, (256, 256)), _kernel(softmax, (1024, 1024))
+    assert not cpu.parallel_pays(small, 2)
+    assert cpu.parallel_pays(large, 2)
+    if cpu.threads() == 2:
+        assert be.default_schedule(small)["parallel"] is False
+        assert be.default_schedule(large)["parallel"] is True
+
+
+def test_the_choice_is_monotonic_in_size_and_threads():
+    decisions = [cpu.parallel_pays(_kernel(softmax, (n, 256)), 2) for n in (16, 64, 128, 256, 512, 1024, 4096)]
+    assert decisions == sorted(decisions) and decisions[0] is False and decisions[-1] is True
+    k = _kernel(softmax, (512, 512))
+    by_threads = [cpu.parallel_pays(k, t) for t in (1, 2, 4, 16)]
+    assert by_threads == sorted(by_threads) and by_threads[0] is False
+
+
+def test_saved_time_must_exceed_twice_the_launch():
+    k = _kernel(add, (64, 64), (64, 64))
+    edge = 2 * cpu.PARALLEL_MARGIN * cpu.LAUNCH_US            # on 2 threads half the work is saved
+    assert not cpu.parallel_pays(k, 2, work_us=edge * 0.99)
+    assert cpu.parallel_pays(k, 2, work_us=edge * 1.01)
+    one_row = _kernel(softmax, (1, 4096))
+    assert not cpu.parallel_pays(one_row, 2, work_us=1e6)   # one outer point: nothing to split
+
+
+def test_backend_makes_threads_sleep_between_loops_unless_told_otherwise():
+    code = "import os, xbench.backends.cpu; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "PASSIVE"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ACTIVE"
