@@ -85,3 +85,11 @@ class BackendError(XbenchError, RuntimeError):
 
 class VerificationError(XbenchError, AssertionError):
     """A backend's result differs from the reference beyond tolerance."""
+
+
+class CacheError(XbenchError, OSError):
+    """A cache file cannot be written or read (full disk, read-only folder, a file where a folder should be)."""
+
+
+class CacheWarning(UserWarning):
+    """The cache directory is not usable, so this session compiles into a temporary one."""
