@@ -154,10 +154,11 @@ class AscendBackend:
     default_target = TARGET
 
     def available(self) -> tuple[bool, str]:
-        import shutil
-        if shutil.which("g++") is None:
-            return False, "g++ (C++17) is needed to build kernels for the Ascend C twin"
-        return True, "Ascend C on the CPU twin (g++)"
+        try:
+            cxx, version = twin.compiler()
+        except BackendError as exc:
+            return False, exc.message
+        return True, f"Ascend C on the CPU twin ({cxx}: {version})"
 
     def knobs(self, kernel: Kernel, program: Program | None = None) -> dict[str, Knob]:
         d = self.default_schedule(kernel)

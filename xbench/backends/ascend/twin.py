@@ -16,13 +16,13 @@ A broken rule raises :class:`TwinError` naming the block and the rule; a compile
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import hashlib
 import os
 import platform
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from xbench import cache as C
+from xbench import toolchain
 from xbench.cache import digest, write_once
 from xbench.config import cache_dir, log
 from xbench.errors import BackendError
@@ -273,8 +275,15 @@ def _pointer(a: Any, index: int, keep: list[Any]) -> tuple[int | None, int]:
 
 @functools.cache
 def _compiler_id(cxx: str) -> str:
-    out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
-    return out.splitlines()[0] if out else cxx
+    """The first line of `g++ --version` (part of every build's cache key); ToolError when g++ does not answer."""
+    return toolchain.version(cxx, tool="g++", hint=f"{cxx} is not a working g++: reinstall it (apt-get install "
+                             "g++) or put a working g++ first on PATH; the Ascend C twin needs it")
+
+
+def compiler() -> tuple[str, str]:
+    """(path, version line) of the g++ the twin builds with; TwinCompileError / ToolError when there is none."""
+    cxx = _compiler()
+    return cxx, _compiler_id(cxx)
 
 
 def _headers_digest() -> str:
@@ -317,8 +326,8 @@ def _paths(source: str, name: str, extra_flags: Sequence[str]) -> tuple[str, tup
 
 
 def is_built(source: str, *, name: str, extra_flags: Sequence[str] = ()) -> bool:
-    """Whether `build` would find this source's library in the cache."""
-    return _paths(source, name, extra_flags)[2].exists()
+    """Whether `build` would find this source's library, sound, in the cache."""
+    return C.verify(_paths(source, name, extra_flags)[2])
 
 
 def _precompiled_header(cxx: str, flags: tuple[str, ...]) -> Path | None:
@@ -328,48 +337,58 @@ def _precompiled_header(cxx: str, flags: tuple[str, ...]) -> Path | None:
     hflags = tuple(f for f in flags if f != "-shared")
     folder = cache_dir("ascend") / f"pch-{digest('twin-pch', _headers_digest(), _compiler_id(cxx), hflags)}"
     gch = folder / "kernel_operator.h.gch"
-    if gch.exists():
+    if C.verify(gch):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gch.", suffix=".tmp")
-    os.close(fd)
-    try:
-        proc = subprocess.run([cxx, *hflags, f"-I{INCLUDE_DIR}", "-x", "c++-header",
-                               str(INCLUDE_DIR / "kernel_operator.h"), "-o", tmp],
-                              check=False, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
-        if proc.returncode != 0:
-            log.debug("ascend twin: no precompiled header (%s)", proc.stderr.strip()[:200])
-            return None
-        os.replace(tmp, gch)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with C.lock(gch):
+        if C.verify(gch):
+            return folder
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".gch.", suffix=".tmp")
+        os.close(fd)
+        try:
+            proc = toolchain.run([cxx, *hflags, f"-I{INCLUDE_DIR}", "-x", "c++-header",
+                                  str(INCLUDE_DIR / "kernel_operator.h"), "-o", tmp], tool="g++",
+                                 what="building the twin's precompiled header", env={**os.environ, "LC_ALL": "C"})
+            if proc.returncode != 0:
+                log.debug("ascend twin: no precompiled header (%s)", proc.stderr.strip()[:200])
+                return None
+            C.install(tmp, gch)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     return folder
 
 
 def build(source: str, *, name: str, extra_flags: Sequence[str] = (), precompiled_header: bool = True) -> TwinLibrary:
-    """Compile an Ascend C source against the twin (cached by source, headers, compiler and flags)."""
+    """Compile an Ascend C source against the twin (cached by source, headers, compiler and flags). A cached
+    library is checked against its checksum before it is loaded: a damaged one is rebuilt, never loaded."""
     cxx, flags, so_path, src_path = _paths(source, name, extra_flags)
     folder = so_path.parent
     write_once(src_path, source)
-    if so_path.exists():
+    if C.verify(so_path):
         log.debug("ascend twin: cache hit %s", so_path.name)
         return TwinLibrary(so_path, src_path, name)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{so_path.name}.", suffix=".tmp")
-    os.close(fd)
-    pch = _precompiled_header(cxx, flags) if precompiled_header else None
-    cmd = [cxx, *flags, *([f"-I{pch}", "-Winvalid-pch"] if pch else []), f"-I{INCLUDE_DIR}", str(src_path), "-o", tmp]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, check=False, capture_output=True, text=True,
-                              env={**os.environ, "LC_ALL": "C"})  # plain ASCII diagnostics
-        if proc.returncode != 0:
-            raise TwinCompileError(_compile_message(name, src_path, source, proc.stderr), stderr=proc.stderr,
-                                   source_path=src_path)
-        os.replace(tmp, so_path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with C.lock(so_path):
+        if C.verify(so_path):               # built by another process while this one waited
+            return TwinLibrary(so_path, src_path, name)
+        pch = _precompiled_header(cxx, flags) if precompiled_header else None
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{so_path.name}.", suffix=".tmp")
+        os.close(fd)
+        cmd = [cxx, *flags, *([f"-I{pch}", "-Winvalid-pch"] if pch else []), f"-I{INCLUDE_DIR}", str(src_path),
+               "-o", tmp]
+        t0 = time.perf_counter()
+        try:
+            proc = toolchain.run(cmd, tool="g++", what=f"building {name} for the Ascend C twin",
+                                 env={**os.environ, "LC_ALL": "C"})  # plain ASCII diagnostics
+            if proc.returncode != 0:
+                if "No space left on device" in proc.stderr:
+                    raise C.storage_error(OSError(errno.ENOSPC, "No space left on device"), so_path)
+                raise TwinCompileError(_compile_message(name, src_path, source, proc.stderr), stderr=proc.stderr,
+                                       source_path=src_path)
+            C.install(tmp, so_path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     log.info("ascend twin: compiled %s in %.2f s", so_path.name, time.perf_counter() - t0)
     return TwinLibrary(so_path, src_path, name)
 
