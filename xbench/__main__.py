@@ -15,11 +15,17 @@ def _demo(args) -> int:
 def _backends(args) -> int:
     from . import backends
     for name in backends.names():
+        notes: list[str] = []
         try:
-            ok, why = backends.get(name).available()
+            be = backends.get(name)
+            # doctor(): whether a default compile works (the tools it calls answer), beyond being installed
+            ok, why, *rest = be.doctor() if hasattr(be, "doctor") else be.available()
+            notes = list(rest[0]) if rest else []
         except Exception as exc:  # a broken plugin must not hide the others
             ok, why = False, f"{type(exc).__name__}: {exc}"
         print(f"{name:10s} {'ok ' if ok else 'no '} {why}")
+        for note in notes:
+            print(f"{'':14s} {note}")
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import sys
 import threading
 import time
@@ -120,6 +121,18 @@ class CudaArtifact(Artifact):
         return outs
 
 
+def ptx_default() -> bool:
+    """`$XBENCH_CUDA_PTX`: 1 (the default) assembles every compile's PTX with ptxas for its resources; 0 runs
+    kernels without (no ptxas needed)."""
+    raw = os.environ.get("XBENCH_CUDA_PTX", "").strip().lower()
+    if raw in ("", "1", "on", "true", "yes"):
+        return True
+    if raw in ("0", "off", "false", "no"):
+        return False
+    raise BackendError(f"XBENCH_CUDA_PTX={raw!r} is not understood",
+                       hint="set XBENCH_CUDA_PTX=1 (assemble PTX with ptxas for resources) or 0 (run without)")
+
+
 class CudaBackend:
     name = "cuda"
     default_target = "h100"
@@ -150,10 +163,36 @@ class CudaBackend:
         over = [ln for ln in writer.launches if ln.threads > limits.max_threads_per_block]
         return f"{over[0].threads} threads per block exceed {limits.max_threads_per_block}" if over else None
 
+    def doctor(self) -> tuple[bool, str, list[str]]:
+        """Whether a default compile (the one `op.run` makes) works here, why, and notes on the PTX tools."""
+        from . import ptx as P
+        ok, why = self.available()
+        if not ok:
+            return ok, why, []
+        try:
+            on = ptx_default()
+        except BackendError as exc:
+            return False, exc.message, []
+        if not on:
+            return True, why, ["PTX resources: off (XBENCH_CUDA_PTX=0): kernels run; no registers, spills or "
+                               "occupancy from ptxas"]
+        ptxas = P.find_ptxas()
+        if ptxas is None:
+            return False, ("ptxas (the CUDA toolkit's PTX assembler) was not found, and every compile (op.run "
+                           "too) assembles PTX for its resources"), [f"fix: {P.PTXAS_HINT}"]
+        try:
+            version = P.ptxas_version(ptxas)
+        except BackendError as exc:
+            return False, exc.message, [f"fix: {P.PTXAS_HINT}"]
+        return True, why, [f"PTX resources: ptxas {version} ({ptxas})"]
+
     def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, *, cc: Any = None,
-                ptx: bool = True, **options) -> CudaArtifact:
+                ptx: bool | None = None, **options) -> CudaArtifact:
         """Generate, write and (with `ptx=True`) assemble the kernels of `program` for `cc` (default: the GPU's
-        compute capability, else sm_90). Refuses schedules over the limits of that architecture."""
+        compute capability, else sm_90). Refuses schedules over the limits of that architecture. `ptx` defaults
+        to `$XBENCH_CUDA_PTX` (1, the default: assemble with ptxas for resources; 0: run without)."""
+        if ptx is None:
+            ptx = ptx_default()
         if options:
             raise BackendError(f"the cuda backend has no compile option {', '.join(map(repr, options))}",
                                hint="options: cc='sm_90' (or 'sm_80', (9, 0), '9.0'), ptx=True/False")
@@ -179,6 +218,8 @@ class CudaBackend:
         tools: dict[str, str] = {}
         if ptx:
             ptx_text, tools = self._assemble(program, writer, source, str(path), key, key_cc, res, arch)
+        else:
+            tools = {"ptxas": "not run (ptx=False or XBENCH_CUDA_PTX=0)"}
         ms = (time.perf_counter() - t0) * 1e3
 
         infos = []
@@ -230,7 +271,8 @@ class CudaBackend:
             raise BackendError("ptxas (the CUDA toolkit's PTX assembler) was not found, so register and shared "
                                "memory usage cannot be reported",
                                hint="install the CUDA toolkit and put its bin/ folder on PATH (or set CUDA_HOME); "
-                                    "or pass ptx=False to compile for running only")
+                                    "or run without PTX resources: pass ptx=False to op.compile, or set "
+                                    "XBENCH_CUDA_PTX=0 for every compile (op.run too)")
         prelude = writer.prelude(source)
         ncv = P.numba_cuda_version()
         items = []

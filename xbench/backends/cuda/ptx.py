@@ -14,9 +14,11 @@ reports. Both results are stored under `cache_dir("cuda")`.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -116,11 +118,25 @@ def find_ptxas() -> str | None:
     return None
 
 
+PTXAS_HINT = ("install the CUDA toolkit and put its bin/ folder first on PATH (or set CUDA_HOME); or run without PTX "
+              "resources: XBENCH_CUDA_PTX=0 in the environment, or ptx=False to op.compile")
+
+
+@functools.cache
+def _ptxas_version(path: str, stamp: tuple) -> str:
+    from ... import toolchain
+    return toolchain.version(path, tool="ptxas", hint=f"{path} is not a working ptxas: {PTXAS_HINT}", whole=True)
+
+
 def ptxas_version(path: str) -> str:
+    """ptxas's version (`V13.0.88`), asked once per ptxas file; ToolError when it fails or hangs."""
+    from ... import toolchain
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
+        st = os.stat(path)
+    except OSError as exc:
+        raise toolchain.ToolError(f"ptxas at {path} cannot be read: {exc.strerror}", tool="ptxas",
+                                  hint=PTXAS_HINT) from None
+    out = _ptxas_version(path, (st.st_ino, st.st_size, st.st_mtime_ns))
     m = re.search(r"release ([\d.]+), (V[\d.]+)", out)
     return m.group(2) if m else (out.strip().splitlines()[-1] if out.strip() else "unknown")
 
@@ -137,16 +153,16 @@ def generate(items: list[dict], module_path: str, module_name: str, error) -> di
     """PTX for each item (key, function, sig, cc, fastmath), from the cache or the helper process.
 
     `error(message, hint)` builds the exception raised when the helper fails."""
-    from ...cache import atomic_write
+    from ...cache import load_text, store
     from ...config import cache_dir
 
     folder = cache_dir("cuda", "ptx")
     result: dict[str, str] = {}
     missing = []
     for it in items:
-        path = folder / f"{it['key']}.ptx"
-        if path.exists():
-            result[it["key"]] = path.read_text()
+        text = load_text(folder / f"{it['key']}.ptx")      # None: not there, or damaged (then removed)
+        if text is not None:
+            result[it["key"]] = text
         else:
             missing.append(it)
     if not missing:
@@ -169,7 +185,7 @@ def generate(items: list[dict], module_path: str, module_name: str, error) -> di
         raise error(f"numba-cuda could not compile the generated kernel{where}: {first}",
                     f"the generated source is {module_path}")
     for key, text in out["ptx"].items():
-        atomic_write(folder / f"{key}.ptx", text)
+        store(folder / f"{key}.ptx", text)
         result[key] = text
     return result
 
@@ -209,12 +225,23 @@ class _Helper:
                 self.stop()
             if self.proc is None:
                 self._start()
+            from ... import toolchain
+            limit = toolchain.timeout_s()
             try:
                 self.proc.stdin.write(json.dumps(req) + "\n")
                 self.proc.stdin.flush()
-                line = self.proc.stdout.readline()
+                ready, _, _ = select.select([self.proc.stdout], [], [], limit)
+                line = self.proc.stdout.readline() if ready else None
             except (BrokenPipeError, OSError):
                 line = ""
+            if line is None:
+                self.proc.kill()
+                self.proc.wait()
+                self.proc = None
+                raise error(f"the PTX helper process did not answer within {limit:g} s and was stopped",
+                            "numba-cuda may be stuck compiling a large kernel: a slow machine may need a longer "
+                            "limit (XBENCH_TOOL_TIMEOUT=<seconds>); or run without PTX resources "
+                            "(XBENCH_CUDA_PTX=0, or ptx=False to op.compile)")
             if not line:
                 code = self.proc.wait()
                 self.stderr.seek(0)
@@ -263,26 +290,32 @@ def parse_ptxas(text: str) -> dict[str, int]:
 
 def resources(ptx: str, cc: tuple[int, int], ptxas: str, error) -> dict[str, Any]:
     """`ptxas -arch=sm_XY -v` on one kernel's PTX, parsed (cached by the PTX, the arch and ptxas's version)."""
-    from ...cache import atomic_write, digest
+    from ... import toolchain
+    from ...cache import digest, load_json, store_json
     from ...config import cache_dir
 
     arch = f"sm_{cc[0]}{cc[1]}"
     version = ptxas_version(ptxas)
     key = digest("ptxas", ptx, arch, version)
     path = cache_dir("cuda", "ptxas") / f"{key}.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    info = load_json(path)                      # None: not there, or damaged (then removed)
+    if isinstance(info, dict) and "registers" in info:
+        return info
     with tempfile.TemporaryDirectory(prefix="xbench-ptxas-") as tmp:
         src = Path(tmp, "kernel.ptx")
         src.write_text(ptx)
-        proc = subprocess.run([ptxas, f"-arch={arch}", "-v", str(src), "-o", str(Path(tmp, "kernel.cubin"))],
-                              capture_output=True, text=True, timeout=300)
+        proc = toolchain.run([ptxas, f"-arch={arch}", "-v", str(src), "-o", str(Path(tmp, "kernel.cubin"))],
+                             tool="ptxas", what=f"assembling PTX for {arch}", hint=PTXAS_HINT)
     text = proc.stderr + proc.stdout
     if proc.returncode != 0:
-        raise error(f"ptxas -arch={arch} failed:\n{text.strip()}", "the PTX is in the artifact's .ptx")
-    info = parse_ptxas(text)
+        raise error(f"ptxas -arch={arch} failed (exit {proc.returncode}):\n{text.strip()}",
+                    "the PTX is in the artifact's .ptx")
+    try:
+        info = parse_ptxas(text)
+    except ValueError as exc:
+        raise error(f"{str(exc).splitlines()[0]} (ptxas -arch={arch}, {ptxas})", PTXAS_HINT) from None
     info.update({"arch": arch, "ptxas": version, "ptxas_output": text.strip()})
-    atomic_write(path, json.dumps(info))
+    store_json(path, info)
     return info
 
 
