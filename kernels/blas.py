@@ -8,7 +8,8 @@ import xbench as xb
 from xbench import Tensor
 from xbench.ops import FLOATS, INTS
 
-from . import _samples as S
+from ._samples import blas as S
+from ._samples import chain
 
 register = xb.ops.register
 NUM = FLOATS + INTS
@@ -68,7 +69,7 @@ def bmm(input: Tensor, mat2: Tensor):
     return input @ mat2
 
 
-@register("blas", samples=S.chain(S.mm_cases, S.bmm_cases, S.mv_cases), torch="torch.matmul", grad=True, dtypes=NUM)
+@register("blas", samples=chain(S.mm_cases, S.bmm_cases, S.mv_cases), torch="torch.matmul", grad=True, dtypes=NUM)
 def matmul(input: Tensor, other: Tensor):
     """numpy/PyTorch matmul: 1-D operands promoted, batch dims broadcast."""
     return input @ other

@@ -17,7 +17,7 @@ import xbench as xb
 from xbench import Tensor
 from xbench.ops import FLOATS, INTS
 
-from . import _samples as S
+from ._samples import sorting as S
 
 register = xb.ops.register
 NUM = FLOATS + INTS

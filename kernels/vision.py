@@ -16,7 +16,7 @@ import xbench as xb
 from xbench import Tensor
 from xbench.ops import FLOATS, INTS
 
-from . import _samples as S
+from ._samples import vision as S
 
 register = xb.ops.register
 
