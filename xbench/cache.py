@@ -15,8 +15,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import importlib.machinery
+import importlib.util
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -231,3 +234,30 @@ def lock(path: Path):
         yield
     finally:
         os.close(fd)
+
+
+# ---- generated Python modules ----------------------------------------------------------------------------
+
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the module from its source every time: no bytecode file is read or written for it (nothing
+    checks one; a damaged .pyc beside a generated module would fail every later import)."""
+
+    def get_code(self, fullname):
+        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+
+    def set_data(self, path, data, *, _mode=0o666):  # never write __pycache__/*.pyc
+        return None
+
+
+def import_source(name: str, path: Path):
+    """Import the generated module at `path` (a cache entry written by `write_once`) as `name`."""
+    loader = _SourceOnlyLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, str(path), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module

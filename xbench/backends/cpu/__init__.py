@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib.util
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ...cache import digest, write_once
+from ...cache import digest, import_source, write_once
 from ...config import cache_dir, log, tool_versions
 from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
@@ -23,6 +21,7 @@ from ...ir.kernel import Kernel, Program
 from ...ir.scalar import lookup
 from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
+from . import numba_cache  # noqa: F401 - checks numba's cache files of xbench functions (before codegen's)
 from .codegen import ModuleWriter, needs_collapse, panel_rows, prefetch_plan, storage_dtype, streamed_store
 from .lowp import LOAD as LOWP
 
@@ -274,10 +273,7 @@ def _load(path: Path, key: str):
     with _lock:
         if name in _modules:
             return _modules[name]
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
+        module = import_source(name, path)
         _modules[name] = module
         return module
 

@@ -63,18 +63,14 @@ STORE = {"float16": "_xb_f16_store", "bfloat16": "_xb_bf16_store"}
 
 def compiled():
     """The helpers as numba functions built from `SOURCE` (for tests)."""
-    import importlib.util
     import sys
 
-    from ...cache import digest, write_once
+    from ...cache import digest, import_source, write_once
     from ...config import cache_dir
     text = "import numba\nimport numpy as np\n" + SOURCE
     path = cache_dir("cpu") / f"lowp_{digest(text)}.py"
     write_once(path, text)
     name = f"xbench_lowp_{digest(text)}"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+        import_source(name, path)
     return sys.modules[name]

@@ -54,7 +54,6 @@ special values exact, but the bounds are not guaranteed, and sin/cos reduce exac
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from collections.abc import Iterable
@@ -1043,7 +1042,7 @@ def _lookup(name: str, dtype: str) -> MathFn:
 
 
 def _load(source: str):
-    from xbench.cache import digest, write_once
+    from xbench.cache import digest, import_source, write_once
     from xbench.config import cache_dir, tool_versions
 
     key = digest("mathlib", source, tool_versions())
@@ -1052,12 +1051,7 @@ def _load(source: str):
         return sys.modules[modname]
     path = cache_dir("mathlib") / f"{modname}.py"
     write_once(path, source)
-    spec = importlib.util.spec_from_file_location(modname, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return import_source(modname, path)
 
 
 def compiled(name: str, dtype: str = "float32"):

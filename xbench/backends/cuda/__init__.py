@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import sys
 import threading
 import time
 import warnings
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...cache import digest, write_once
+from ...cache import digest, import_source, write_once
 from ...config import cache_dir, log, tool_versions
 from ...errors import BackendError
 from ...hw.occupancy import OccupancyError, device_limits, occupancy
@@ -64,11 +63,7 @@ class CudaArtifact(Artifact):
         with _lock:
             if key not in _modules:
                 name = "xbench_cuda_" + key.rsplit("_", 1)[-1].removesuffix(".py")
-                spec = importlib.util.spec_from_file_location(name, key)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-                _modules[key] = module
+                _modules[key] = import_source(name, key)
             return _modules[key]
 
     def _grid(self) -> dict[str, tuple[int, int, int]]:

@@ -48,8 +48,6 @@ def _compile(req: dict) -> dict:
     """PTX for every item of one request (a generated module file and its kernels)."""
     out: dict[str, Any] = {"ok": True, "ptx": {}}
     try:
-        import importlib.util
-
         from numba import cuda
         from numba.core import config
         from numba.cuda import types
@@ -57,10 +55,8 @@ def _compile(req: dict) -> dict:
             raise RuntimeError("the PTX helper started under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
         module = sys.modules.get(req["module_name"])
         if module is None:
-            spec = importlib.util.spec_from_file_location(req["module_name"], req["module"])
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[req["module_name"]] = module
-            spec.loader.exec_module(module)
+            from ...cache import import_source
+            module = import_source(req["module_name"], req["module"])
         for item in req["items"]:
             fn = getattr(module, item["function"])
             sig = tuple(types.Array(getattr(types, "boolean" if dt == "bool" else dt), nd, "C")
