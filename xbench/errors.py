@@ -1,9 +1,11 @@
 """Errors for people: each names the user's own source line and says what to write instead."""
 from __future__ import annotations
 
+import contextlib
 import linecache
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from types import FrameType
 
@@ -24,8 +26,26 @@ class Location:
         return f"{self.filename}:{self.lineno}"
 
 
+_where = threading.local()
+
+
+@contextlib.contextmanager
+def located(loc: Location | None):
+    """Within the block, `user_location()` is `loc`: a front end tracing code it did not run as Python (the torch
+    bridge, walking a captured graph) tags what it records with the user's own line."""
+    before = getattr(_where, "loc", None)
+    _where.loc = loc
+    try:
+        yield
+    finally:
+        _where.loc = before
+
+
 def user_location(skip: int = 0) -> Location | None:
     """The innermost stack frame outside the xbench package: the user's line (or a library operator's)."""
+    fixed = getattr(_where, "loc", None)
+    if fixed is not None:
+        return fixed
     frame: FrameType | None = sys._getframe(1 + skip)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename) if not frame.f_code.co_filename.startswith("<") \
