@@ -12,7 +12,11 @@ Each entry point names an object with this small interface:
     prepare(program, schedules) -> job       # optional: write sources so `warm(job)` can compile elsewhere
 
 An `Artifact` is what a compile returns: `.source` (the text users read), `.resources` (what the toolchain
-reports), `.kernels` (per-kernel source/resources/schedule) and `.run(*arrays) -> list[np.ndarray]`.
+reports), `.kernels` (per-kernel source/resources/schedule) and `.run(*arrays) -> list[np.ndarray]`, which
+checks its arrays with `Artifact.check_inputs` (shapes, dtypes, layout) before running.
+
+A backend may also offer `doctor() -> (ok, why, notes)`: whether a default compile works here, beyond being
+installed (the tools it calls answer); `python -m xbench backends` prints it.
 """
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import BackendError
+from ..dtypes import to_numpy
+from ..errors import ArgumentError, BackendError, DTypeError, ShapeError, user_location
 from ..ir.kernel import Kernel, Program
 from ..ir.schedule import Knob, Schedule
 
@@ -69,6 +74,42 @@ class Artifact(ABC):
     @abstractmethod
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Run on arrays in `program.inputs` order (C-contiguous); one array per program output."""
+
+    def check_inputs(self, arrays) -> list[np.ndarray]:
+        """The arrays given to `run`, checked against what this artifact was compiled for: one per program input,
+        each of the input's shape and dtype (another byte order is converted), C-contiguous, aligned and writable
+        (copied where not). Anything else is refused with the input's name, instead of read out of bounds."""
+        p = self.program
+        if len(arrays) != len(p.inputs):
+            raise ArgumentError(f"{p.name} on {self.backend} takes {len(p.inputs)} array(s) "
+                                f"({', '.join(p.inputs) or 'none'}), got {len(arrays)}",
+                                hint="pass the operator's tensor arguments in order (op.arrays(...) lists them)",
+                                loc=user_location())
+        out = []
+        for a, name in zip(arrays, p.inputs):
+            buf = p.buffers[name]
+            if isinstance(a, np.ma.MaskedArray):
+                raise ArgumentError(f"{p.name} on {self.backend}: input {name!r} is a masked array, and compiled "
+                                    "operators read no masks", hint=f"pass {name}.filled(value) (or the mask as "
+                                    "an argument of its own, applied with xb.where)", loc=user_location())
+            a = np.asarray(a)
+            want = to_numpy(buf.dtype)
+            shape = tuple(buf.shape)
+            if a.shape != shape:
+                raise ShapeError(f"{p.name} on {self.backend} was compiled for input {name!r} of shape {shape}, "
+                                 f"got {a.shape}", hint="compile again for these shapes (op.compile(backend, "
+                                 "*arrays)), or call the operator itself, which compiles per shape",
+                                 loc=user_location())
+            if a.dtype != want:
+                if not np.can_cast(a.dtype, want, casting="equiv"):
+                    raise DTypeError(f"{p.name} on {self.backend} was compiled for input {name!r} of dtype "
+                                     f"{buf.dtype}, got {a.dtype}", hint=f"pass {name}.astype({buf.dtype!r}), or "
+                                     "compile again for this dtype", loc=user_location())
+                a = a.astype(want)
+            if not (a.flags.c_contiguous and a.flags.aligned and a.flags.writeable):
+                a = np.require(a, want, ("C", "A", "W"))   # keeps 0-d arrays 0-d
+            out.append(a)
+        return out
 
     @property
     def schedules(self) -> dict[str, Schedule]:

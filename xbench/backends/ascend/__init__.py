@@ -72,16 +72,7 @@ class AscendArtifact(Artifact):
 
     def _inputs(self, arrays) -> dict[str, np.ndarray]:
         p = self.program
-        if len(arrays) != len(p.inputs):
-            raise BackendError(f"{p.name} takes {len(p.inputs)} arrays ({', '.join(p.inputs)}), got {len(arrays)}")
-        bufs: dict[str, np.ndarray] = {}
-        for a, name in zip(arrays, p.inputs):
-            want = to_numpy(p.buffers[name].dtype)
-            a = np.asarray(a)
-            if a.shape != tuple(p.buffers[name].shape):
-                raise BackendError(f"{p.name}: input {name} has shape {a.shape}, the artifact was compiled for "
-                                   f"{tuple(p.buffers[name].shape)}", hint="compile again for these shapes")
-            bufs[name] = np.ascontiguousarray(a.astype(want, copy=False))
+        bufs: dict[str, np.ndarray] = dict(zip(p.inputs, self.check_inputs(arrays)))
         for name, b in p.buffers.items():
             if b.role == "const":
                 bufs[name] = np.ascontiguousarray(np.asarray(b.value).astype(to_numpy(b.dtype)))

@@ -120,18 +120,8 @@ class CpuArtifact(Artifact):
 
     def _args(self, arrays) -> list[np.ndarray]:
         p = self.program
-        if len(arrays) != len(p.inputs):
-            raise BackendError(f"{p.name} takes {len(p.inputs)} arrays ({', '.join(p.inputs)}), got {len(arrays)}")
-        args = []
-        for a, name in zip(arrays, p.inputs):
-            dtype = p.buffers[name].dtype
-            want = to_numpy(dtype)
-            a = np.asarray(a)
-            if a.dtype != want:
-                a = a.astype(want)
-            a = np.require(a, requirements="C")   # keeps 0-d arrays 0-d
-            args.append(a.view(np.uint16) if dtype in LOWP else a)
-        return args
+        return [a.view(np.uint16) if p.buffers[name].dtype in LOWP else a
+                for a, name in zip(self.check_inputs(arrays), p.inputs)]
 
 
 class CpuBackend:

@@ -73,15 +73,7 @@ class CudaArtifact(Artifact):
 
     def _arrays(self, arrays) -> list[np.ndarray]:
         p = self.program
-        if len(arrays) != len(p.inputs):
-            raise BackendError(f"{p.name} takes {len(p.inputs)} arrays ({', '.join(p.inputs)}), got {len(arrays)}")
-        out = []
-        for a, name in zip(arrays, p.inputs):
-            want = np.dtype(p.buffers[name].dtype)
-            a = np.asarray(a)
-            if a.dtype != want:
-                a = a.astype(want)
-            out.append(np.require(a, requirements="C"))
+        out = self.check_inputs(arrays)
         for b in p.buffers.values():
             if b.role == "const":
                 out.append(np.require(b.value, np.dtype(b.dtype), "C"))

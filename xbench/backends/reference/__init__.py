@@ -35,7 +35,7 @@ def evaluate(graph: Graph, *arrays: np.ndarray) -> list[np.ndarray]:
 
 class ReferenceArtifact(Artifact):
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        outs = evaluate(self.program.graph, *arrays)
+        outs = evaluate(self.program.graph, *self.check_inputs(arrays))
         result = []
         for o, name in zip(outs, self.program.outputs):
             dt = self.program.buffers[name].dtype
@@ -47,7 +47,7 @@ class ReferenceArtifact(Artifact):
         return result
 
     def run_exact(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        return evaluate(self.program.graph, *arrays)
+        return evaluate(self.program.graph, *self.check_inputs(arrays))
 
 
 class ReferenceBackend:
