@@ -107,6 +107,10 @@ class VerificationError(XbenchError, AssertionError):
     """A backend's result differs from the reference beyond tolerance."""
 
 
+class ScheduleError(XbenchError, ValueError):
+    """A schedule names a knob a kernel does not have, or a value none of its choices allows."""
+
+
 class CacheError(XbenchError, OSError):
     """A cache file cannot be written or read (full disk, read-only folder, a file where a folder should be)."""
 

@@ -23,7 +23,7 @@ from ...config import cache_dir, log, tool_versions
 from ...errors import BackendError
 from ...hw.occupancy import OccupancyError, device_limits, occupancy
 from ...ir.kernel import Kernel, Program
-from ...ir.schedule import Knob, Schedule
+from ...ir.schedule import Knob, Schedule, validate
 from .. import Artifact, KernelInfo
 from . import device
 from .codegen import CODEGEN_VERSION, Launch, ModuleWriter
@@ -187,6 +187,8 @@ class CudaBackend:
         arch = f"sm_{key_cc[0]}{key_cc[1]}"
         limits, limits_source = device_limits(key_cc)
         schedules = schedules or {k.name: self.default_schedule(k) for k in program.kernels}
+        for k in program.kernels:             # schedules given straight to the backend, not through op.compile
+            validate(self.knobs(k, program), schedules.get(k.name, {}), k.name)
         t0 = time.perf_counter()
         writer = ModuleWriter(program, schedules, limits.shared_mem_per_block_bytes)
         writer.build()
