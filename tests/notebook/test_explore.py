@@ -25,9 +25,9 @@ def test_explore_reruns_on_every_change(explorer):
     assert isinstance(ex, Explorer)
     assert ex.runs == 1 and ex.error is None
     assert list(ex.dims) == ["N", "D"]
-    assert ex.result.dims == {"N": 8, "D": 16}
+    assert ex.result.dims == {"N": 8, "D": 24}
     assert ex.progress.value == ex.progress.max and ex.progress.bar_style == "success"
-    assert "N=8, D=16" in ex.header.value
+    assert "N=8, D=24" in ex.header.value
 
     ex.dims["D"].value = 32                       # what a slider drag does
     assert ex.runs == 2

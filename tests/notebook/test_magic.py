@@ -15,7 +15,7 @@ from xbench.lang.operator import Operator
 from xbench.notebook.cell import CellError
 from xbench.notebook.magics import OptionError, XbenchMagics, check_targets, parse_sizes
 from xbench.notebook.registry import registry
-from xbench.notebook.runner import DEFAULT_SIZE
+from xbench.notebook.runner import DEFAULT_SIZES
 
 from .conftest import run_cell
 
@@ -103,7 +103,7 @@ def mlp(x: Tensor[N, K], w: Tensor[K, H]) -> Tensor[N, H]:
     assert ip.user_ns["xb"] is xb
     # the undeclared dims of the annotations became dims; H took the default size
     [result] = magics.last_view.results
-    assert result.dims == {"N": 4, "K": 8, "H": DEFAULT_SIZE}
+    assert result.dims == {"N": 4, "K": 8, "H": DEFAULT_SIZES[2]}     # the third dim's default
     assert result.inputs.defaulted == ["H"]
     assert "gelu: defined as an operator, not compiled (parameter x has no Tensor[...] annotation)" in \
         ran.io.outputs[0].data["text/plain"]
@@ -229,8 +229,10 @@ def test_text_and_html_fallbacks(softmax_cell):
     text = data["text/plain"]
     lines = text.splitlines()
     assert lines[0] == "softmax(x: Tensor[N, D]) -> Tensor[N, D]  at N=8, D=24, float64 inputs"
-    assert re.match(r"  cpu +✓ pass +\d\.\de-\d\d +\d\.\de-\d\d +\d", lines[2])
-    assert re.match(r"  cuda +✓ pass .* simulated \(no time\) +[ \d]\d\.?\d* [nµm]?s \(h100\)", lines[3])
+    assert re.match(r"  cpu +✓ pass +\d\.\de-\d\d +\d\.\de-\d\d +N=8, D=24 +\d", lines[2])
+    # sizes the user gave, small enough for the simulator, are kept; the loops that then run once are named
+    assert re.match(r"  cuda +✓ pass .* N=8, D=24 +simulated \(no time\) +[ \d]\d\.?\d* [nµm]?s \(h100\) +"
+                    r"ran once: k0_row blocks over outer points \(grid x\), k0_row 32 lanes over 24 elements", lines[3])
     assert re.match(r"  ascend +! error .* the ascend backend has no float64 type", lines[4])
     assert "-- CPU --" in text and "def k0_row" in text              # --show cpu prints the code
     page = data["text/html"]

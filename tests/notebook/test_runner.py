@@ -11,15 +11,16 @@ import pytest
 import xbench as xb
 from xbench import Tensor
 from xbench.notebook.runner import (
-    DEFAULT_SIZE,
-    SIM_CHECK_SIZE,
+    DEFAULT_SIZES,
     InputError,
-    check_inputs,
     figure_png,
     make_inputs,
     unknown_sizes,
 )
 from xbench.notebook.view import fmt_time
+from xbench.profile.checks import SIM_ELEMENTS, SIM_SIZES, sim_dims
+
+B, N, D, K = xb.dims("B N D K")
 
 
 @xb.tensor_op
@@ -37,7 +38,7 @@ def test_inputs_follow_the_annotations():
     again = make_inputs(mixed, {"N": 5}, "float64")
     np.testing.assert_array_equal(again.kwargs["x"], x)         # seeded: a notebook shows the same numbers
     default = make_inputs(mixed, {}, "float16")
-    assert default.dims == {"N": DEFAULT_SIZE} and default.defaulted == ["N"]
+    assert default.dims == {"N": DEFAULT_SIZES[0]} and default.defaulted == ["N"]
     assert default.kwargs["x"].dtype == np.float16
 
 
@@ -51,12 +52,37 @@ def test_an_unannotated_parameter_without_default_is_named():
     assert unknown_sizes([f, mixed], {"N": 2, "Q": 3}) == ["Q"]
 
 
-def test_simulated_backends_are_checked_at_clipped_sizes():
-    small = make_inputs(mixed, {"N": SIM_CHECK_SIZE})
-    assert check_inputs(mixed, small, "float32") is None
-    big = make_inputs(mixed, {"N": 1000})
-    clipped, dims = check_inputs(mixed, big, "float32")
-    assert dims == {"N": SIM_CHECK_SIZE} and clipped.kwargs["x"].shape == (SIM_CHECK_SIZE, 3)
+@xb.tensor_op
+def three(x: Tensor[B, N, D], w: Tensor[D, K]) -> Tensor[B, N, K]:
+    return x @ w
+
+
+def test_unsized_dims_get_distinct_sizes():
+    inp = make_inputs(three, {"N": 5})
+    assert inp.dims == {"B": DEFAULT_SIZES[0], "N": 5, "D": DEFAULT_SIZES[2], "K": DEFAULT_SIZES[3]}
+    assert inp.defaulted == ["B", "D", "K"]
+    assert len(set(DEFAULT_SIZES)) == len(DEFAULT_SIZES)
+    # a default never takes a size the user gave another dim
+    clash = make_inputs(three, {"N": DEFAULT_SIZES[0]})
+    assert len(set(clash.dims.values())) == 4
+
+
+def test_simulated_backends_are_checked_at_sizes_of_their_own():
+    # dims the user did not size take the simulator's sizes; the largest tensor stays within SIM_ELEMENTS
+    dims = sim_dims(mixed, {"N": 4}, given=())
+    assert dims == {"N": SIM_SIZES["cuda"][0]}
+    assert sim_dims(mixed, {"N": 4}, given=("N",)) == {"N": 4}          # a size the user gave, small: kept
+    assert sim_dims(mixed, {"N": 1000}, given=("N",)) == {"N": 1000}       # 3000 elements fit
+    assert sim_dims(mixed, {"N": 5000}, given=("N",)) == {"N": SIM_SIZES["cuda"][0]}
+    assert sim_dims(mixed, {"N": 4}, given=(), backend="ascend") == {"N": SIM_SIZES["ascend"][0]}
+    big = sim_dims(three, {"B": 64, "N": 512, "D": 256, "K": 128}, given=("B", "N", "D", "K"))
+    assert len(set(big.values())) == 4                                   # every dim its own size
+    assert big["B"] * big["N"] * max(big["D"], big["K"]) <= SIM_ELEMENTS
+    # dims of equal size may stay equal; dims of different sizes never become equal
+    same = sim_dims(three, {"B": 2, "N": 41, "D": 41, "K": 3}, given=("B", "N", "D", "K"))
+    assert same["N"] == same["D"] == 41
+    apart = sim_dims(three, {"B": 2, "N": 41, "D": 4096, "K": 3}, given=("B", "N", "D", "K"))
+    assert apart["N"] != apart["D"]
 
 
 def test_figure_png_and_time_format():

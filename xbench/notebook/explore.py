@@ -11,7 +11,7 @@ import ipywidgets as W
 
 from ..lang.operator import Operator
 from . import runner
-from .runner import DEFAULT_SIZE, OperatorResult, Settings
+from .runner import OperatorResult, Settings
 from .view import SUMMARY_HEADER, _error_html, _table, header_text, metrics_html, roofline_message, summary_rows
 
 SIZES = tuple(2 ** i for i in range(0, 17))          # slider stops: 1 .. 65536
@@ -41,8 +41,8 @@ class Explorer:
         bad = [n for n in sizes if n not in names]
         if bad:
             raise ValueError(f"xb.explore: {op.name} has no dim {', '.join(bad)} (its dims: {', '.join(names)})")
-        self.dims = {n: W.SelectionSlider(options=_stops(sizes.get(n, DEFAULT_SIZE)),
-                                          value=int(sizes.get(n, DEFAULT_SIZE)), description=n,
+        start = dict(runner.make_inputs(op, sizes).dims)
+        self.dims = {n: W.SelectionSlider(options=_stops(start[n]), value=start[n], description=n,
                                           continuous_update=False) for n in names}
         available = runner.installed_backends()
         chosen = list(backends) if backends else available
@@ -137,14 +137,8 @@ def _order(available: list[str]):
 
 
 def _dim_names(op: Operator) -> list[str]:
-    names: list[str] = []
-    for spec in runner._specs(op).values():
-        if spec is None or spec.dims is None:
-            continue
-        for d in spec.dims:
-            if d is not Ellipsis and not isinstance(d, int) and d.name not in names:
-                names.append(d.name)
-    return names
+    from ..profile.checks import dim_names
+    return dim_names(op)
 
 
 def explore(op: Operator, sizes: Mapping[str, int] | None = None, *, backends: Sequence[str] | None = None,

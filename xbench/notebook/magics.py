@@ -12,7 +12,7 @@ from .. import dtypes as D
 from ..errors import XbenchError
 from . import runner
 from .cell import CellError, CellSource
-from .runner import DEFAULT_BUDGET, DEFAULT_SIZE, STRATEGIES, OperatorResult, Settings
+from .runner import DEFAULT_BUDGET, DEFAULT_SIZES, STRATEGIES, OperatorResult, Settings
 from .view import SHOW_CHOICES, CellView, ErrorView, session_text
 
 
@@ -121,7 +121,8 @@ class XbenchMagics(Magics):
     @argument("--profile", "-p", action="store_true",
               help="also profile every backend that passed (xb.profile): metrics table and roofline")
     @argument("--sizes", metavar="DIMS",
-              help=f"sizes of the dims in the annotations, e.g. N=4096,D=1024 (dims not given: {DEFAULT_SIZE})")
+              help=f"sizes of the dims in the annotations, e.g. N=4096,D=1024 (dims not given: "
+                   f"{', '.join(map(str, DEFAULT_SIZES[:3]))}, ... in order, each dim a size of its own)")
     @argument("--targets", "-t", metavar="LIST",
               help="hardware targets for predictions and the roofline, e.g. h100,ascend-910b")
     @argument("--dtype", metavar="DTYPE",

@@ -15,22 +15,24 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes as D
 from ..errors import BackendError, XbenchError
 from ..lang.operator import Operator
+from ..profile.checks import (  # noqa: F401 (inputs from annotations, re-exported for the notebook layer)
+    DEFAULT_SIZES,
+    SEED,
+    Check,
+    InputError,
+    Inputs,
+    default_size,
+    make_inputs,
+    random_array,
+)
 from ..profile.timing import Timing, bench
 
-DEFAULT_SIZE = 16          # every dim not given with --sizes (small: the CUDA simulator runs threads in Python)
-SIM_CHECK_SIZE = 16        # a simulated backend is checked with every dim clipped to this
 SOURCE_ORDER = ("cpu", "cuda", "ascend")
-SEED = 0
 DEFAULT_BUDGET = 16        # candidates per kernel of `%%tensorop --tune`
 STRATEGIES = ("auto", "exhaustive", "random", "guided")
 TARGET_KIND = {"cuda": "gpu", "ascend": "npu"}     # which --targets a backend without hardware here is tuned for
-
-
-class InputError(XbenchError, ValueError):
-    """%%tensorop cannot make inputs for an operator from its annotations."""
 
 
 # ---- settings ---------------------------------------------------------------------------------------------------
@@ -62,24 +64,12 @@ class Settings:
 
 # ---- inputs from annotations ------------------------------------------------------------------------------------
 
-def _specs(op: Operator) -> dict[str, Any]:
-    return op.params
-
-
-@dataclass
-class Inputs:
-    args: list[Any]                  # positional arguments of the call (arrays; None where a default is used)
-    kwargs: dict[str, Any]
-    dims: dict[str, int]             # every named dim of the annotations and its size
-    defaulted: list[str]             # dims that took DEFAULT_SIZE
-
-
 def tensor_params(op: Operator) -> tuple[list[str], list[str]]:
     """(tensor parameters, parameters %%tensorop cannot fill: neither annotated with Tensor[...] dims nor
     defaulted)."""
     tensors, missing = [], []
     for name, p in op.signature.parameters.items():
-        spec = _specs(op).get(name)
+        spec = op.params.get(name)
         if spec is not None and spec.dims is not None:
             tensors.append(name)
         elif p.default is p.empty:
@@ -87,54 +77,11 @@ def tensor_params(op: Operator) -> tuple[list[str], list[str]]:
     return tensors, missing
 
 
-def make_inputs(op: Operator, sizes: Mapping[str, int], dtype: str = "float32", seed: int = SEED) -> Inputs:
-    """Random arrays for every `Tensor[...]` parameter of `op`: named dims from `sizes` (else DEFAULT_SIZE),
-    element type from the annotation (else `dtype`). Floats are standard normal, integers in [0, 8), bools fair."""
-    dtype = str(D.canonical(dtype))
-    rng = np.random.default_rng(seed)
-    kwargs: dict[str, Any] = {}
-    dims: dict[str, int] = {}
-    defaulted: list[str] = []
-    for name, p in op.signature.parameters.items():
-        spec = _specs(op).get(name)
-        if spec is None or spec.dims is None:
-            if p.default is not p.empty:
-                continue
-            what = "is annotated Tensor without dims" if spec is not None else "has no Tensor[...] annotation"
-            raise InputError(f"{op.name}: parameter {name!r} {what} and no default, so there is nothing to make "
-                             f"an input from", hint=f"annotate it with its dims, e.g. `{name}: Tensor[N, D]`, or "
-                             f"give it a default value")
-        shape = []
-        for d in spec.dims:
-            if d is Ellipsis:
-                continue
-            if isinstance(d, int):
-                shape.append(d)
-                continue
-            if d.name not in dims:
-                if d.name in sizes:
-                    dims[d.name] = int(sizes[d.name])
-                else:
-                    dims[d.name] = DEFAULT_SIZE
-                    defaulted.append(d.name)
-            shape.append(dims[d.name])
-        kwargs[name] = random_array(rng, tuple(shape), spec.dtype or dtype)
-    return Inputs([], kwargs, dims, defaulted)
-
-
-def random_array(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    if D.is_float(dtype):
-        return rng.standard_normal(shape).astype(D.to_numpy(dtype))
-    if dtype == "bool":
-        return rng.random(shape) < 0.5
-    return rng.integers(0, 8, size=shape).astype(D.to_numpy(dtype))
-
-
 def unknown_sizes(ops: Iterable[Operator], sizes: Mapping[str, int]) -> list[str]:
     """Names in `sizes` that no operator's annotations use (most likely a typo)."""
     used: set[str] = set()
     for op in ops:
-        for spec in _specs(op).values():
+        for spec in op.params.values():
             if spec is not None and spec.dims is not None:
                 used.update(d.name for d in spec.dims if d is not Ellipsis and not isinstance(d, int))
     return [n for n in sizes if n not in used]
@@ -155,6 +102,15 @@ class BackendResult:
     message: str | None = None            # why it failed, or a note (checked at smaller sizes)
     traceback: str | None = None
     checked_dims: dict[str, int] | None = None     # dims of the check when they differ from the compile's
+    check: Check | None = None             # the check against the reference (sizes, comparisons, loop trips)
+
+    @property
+    def checked_at(self) -> str:
+        """'N=37, D=41': the sizes the error was measured at."""
+        c = self.check
+        if c is None or not c.dims:
+            return "—"
+        return ", ".join(f"{k}={v}" for k, v in c.dims.items())
 
     @property
     def predicted(self) -> bool:
@@ -195,48 +151,39 @@ def _format_tb(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def check_inputs(op: Operator, inputs: Inputs, dtype: str) -> tuple[Inputs, dict[str, int]] | None:
-    """Smaller inputs for checking a simulated backend, or None when the inputs are small already."""
-    if all(v <= SIM_CHECK_SIZE for v in inputs.dims.values()):
-        return None
-    small = {k: min(v, SIM_CHECK_SIZE) for k, v in inputs.dims.items()}
-    return make_inputs(op, small, dtype), small
-
-
-def run_backend(op: Operator, inputs: Inputs, backend: str, dtype: str = "float32", *, measure: bool = True
-                ) -> BackendResult:
-    """Compile `op` for `backend` at the inputs' shapes, check it against the reference (a simulated backend
-    at clipped sizes when the inputs are large), and time `Artifact.run` when the backend runs on this machine."""
-    from ..verify import verify
+def run_backend(op: Operator, inputs: Inputs, backend: str, dtype: str = "float32", *, measure: bool = True,
+                given: Sequence[str] | None = None) -> BackendResult:
+    """Compile `op` for `backend` at the inputs' shapes, check it against the reference (`xbench.profile.checks`:
+    a simulated backend at sizes of its own, every dim distinct, `given` naming the dims the user sized), and time
+    `Artifact.run` when the backend runs on this machine."""
+    from ..profile.checks import check
 
     try:
         art = op.compile(backend, *inputs.args, **inputs.kwargs)
     except Exception as exc:  # a backend that fails shows its error in its own tab
         return BackendResult(backend, "error", message=_short(exc), traceback=_format_tb(exc))
     result = BackendResult(backend, "pass", artifact=art)
-    check, checked_dims = inputs, None
-    if art.predicted:
-        smaller = check_inputs(op, inputs, dtype)
-        if smaller is not None:
-            check, checked_dims = smaller
-            result.checked_dims = checked_dims
-            result.message = ("checked at " + ", ".join(f"{k}={v}" for k, v in checked_dims.items())
-                              + " (it runs in a simulator here)")
     try:
-        comparisons = verify(op, *check.args, backend=backend, **check.kwargs)
+        result.check = check(op, inputs.args, inputs.kwargs, backend, artifact=art,
+                             given=list(given) if given is not None else
+                             [d for d in inputs.dims if d not in inputs.defaulted], dtype=dtype)
     except Exception as exc:
         result.status, result.message, result.traceback = "error", _short(exc), _format_tb(exc)
         return result
-    errors = [c.max_abs_error for c in comparisons if math.isfinite(c.max_abs_error)]
-    result.max_abs_error = max(errors) if errors else None
-    worst = max(comparisons, key=lambda c: c.rtol) if comparisons else None
+    c = result.check
+    if c.resized:
+        result.checked_dims = c.dims
+    result.max_abs_error = c.max_abs_error
+    worst = max(c.comparisons, key=lambda x: x.rtol) if c.comparisons else None
     result.tolerance = (worst.rtol, worst.atol) if worst is not None else None
-    bad = [(i, c) for i, c in enumerate(comparisons) if not c.ok]
+    bad = [(i, x) for i, x in enumerate(c.comparisons) if not x.ok]
     if bad:
         result.status = "fail"
-        i, c = bad[0]
-        result.message = (f"output {i}: " if len(comparisons) > 1 else "") + c.message
+        i, x = bad[0]
+        result.message = (f"output {i}: " if len(c.comparisons) > 1 else "") + x.message
         return result
+    if c.once:
+        result.message = "ran once: " + ", ".join(f"{lp.kernel} {lp.loop}" for lp in c.once)
     if measure and not art.predicted:
         arrays = op.arrays(*inputs.args, **inputs.kwargs)
         try:
@@ -287,12 +234,17 @@ def figure_png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def run_profile(op: Operator, inputs: Inputs, backends: list[str], targets: list[str] | None) -> ProfileResult:
+def run_profile(op: Operator, inputs: Inputs, backends: list[str], targets: list[str] | None,
+                checks: Mapping[str, Check] | None = None) -> ProfileResult:
+    """`xb.profile` of the call, with the cell's own checks against the reference (`checks`: the Metrics tab then
+    reports the errors the Summary does, at the same sizes)."""
     prof = profiler()
     if prof is None:
         return ProfileResult(error=PROFILER_MISSING)
     out = ProfileResult()
     kwargs: dict[str, Any] = {"backends": backends}
+    if checks:
+        kwargs["checks"] = dict(checks)
     if targets:
         kwargs["targets"] = targets
     try:
@@ -507,7 +459,8 @@ def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str], None
     if settings.profile:
         step("profile")
         ran = [b for b, r in results.items() if r.status == "pass"]
-        profile = run_profile(op, inputs, ran, settings.targets)
+        checks = {b: r.check for b, r in results.items() if r.check is not None}
+        profile = run_profile(op, inputs, ran, settings.targets, checks)
         for b, r in results.items():
             _measured_from(profile, b, r)
     tuning = None

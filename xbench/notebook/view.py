@@ -13,7 +13,7 @@ from typing import Any
 import ipywidgets as W
 
 from .runner import (
-    DEFAULT_SIZE,
+    DEFAULT_SIZES,
     PROFILER_MISSING,
     BackendResult,
     OperatorResult,
@@ -142,7 +142,7 @@ def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 # ---- what each tab says ---------------------------------------------------------------------------------------
 
-SUMMARY_HEADER = ("backend", "status", "max |error|", "rtol", "time of run()", "time predicted", "note")
+SUMMARY_HEADER = ("backend", "status", "max |error|", "rtol", "checked at", "time of run()", "time predicted", "note")
 
 
 def summary_rows(result: OperatorResult) -> list[list[str]]:
@@ -155,7 +155,7 @@ def summary_rows(result: OperatorResult) -> list[list[str]]:
         found = predicted_time(result.profile, name)
         predicted = f"{fmt_time(found[0])} ({found[1]})" if found else "—"
         rtol = f"{r.tolerance[0]:.1e}" if r.tolerance else "—"
-        rows.append([name, STATUS_MARK[r.status], fmt_error(r.max_abs_error), rtol, time, predicted,
+        rows.append([name, STATUS_MARK[r.status], fmt_error(r.max_abs_error), rtol, r.checked_at, time, predicted,
                      r.message or ""])
     return rows
 
@@ -420,7 +420,7 @@ def session_text(defaults: Any, records: list[dict[str, Any]]) -> tuple[str, str
     """(text, html) of `%xbench`: the session defaults and the operators compiled in this kernel."""
     backends = ", ".join(defaults.backends) if defaults.backends else \
         "every installed backend (" + ", ".join(installed_backends()) + ")"
-    sizes = fmt_dims(defaults.sizes) if defaults.sizes else f"none (every dim {DEFAULT_SIZE})"
+    sizes = fmt_dims(defaults.sizes) if defaults.sizes else f"none (dims in order {', '.join(map(str, DEFAULT_SIZES[:3]))}, ...)"
     settings = [["backends", backends], ["sizes", sizes], ["dtype", defaults.dtype],
                 ["targets", ", ".join(defaults.targets) if defaults.targets else "the profiler's default"],
                 ["profile", "on" if defaults.profile else "off"], ["show", defaults.show or "summary"]]

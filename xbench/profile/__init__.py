@@ -26,7 +26,7 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
             schedule: Mapping | None = None, collectors: Iterable[Collector] | None = None,
             extra_collectors: Iterable[Collector] = (), bench_options: Mapping | None = None,
             simulate_cuda: bool = False, cpu_model: Any = None, check_elements: int = 1 << 22,
-            **kwargs: Any) -> Report:
+            checks: Mapping[str, Any] | None = None, **kwargs: Any) -> Report:
     """Profile `op(*args, **kwargs)`: counts, compile times, errors against the float64 reference, timings
     (where the backend runs on its hardware), toolchain resources, simulated cache behaviour and predicted
     times, for each backend in `backends` and each target in `targets` (see `xbench.hw.list_targets()`).
@@ -36,7 +36,9 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
     `simulate_cuda=True` runs the CUDA simulator for the error check even on large inputs (slow);
     `cpu_model` gives the cpu model's constants (`xbench.hw.predict.CpuModel`) instead of calibrating them;
     outputs of more than `check_elements` elements are compared with the reference on evenly spaced rows
-    (the note says how many; 0 compares everything).
+    (the note says how many; 0 compares everything). A simulated backend of an annotated operator is compared at
+    sizes of its own (`xbench.profile.checks`: every dim distinct, loops past one trip; the note names them);
+    `checks` ({backend: Check}) gives checks already made, reported as they are.
     Targets may be names or `Target` objects.
     A backend or target that is missing or fails does not stop the profile: its metrics say
     "unavailable: <reason>".
@@ -44,7 +46,8 @@ def profile(op: Any, *args: Any, backends: Sequence[str] = DEFAULT_BACKENDS,
     if not hasattr(op, "lower") or not hasattr(op, "compile"):
         raise TypeError(f"profile() takes an xbench operator (an @xb.tensor_op or xb.ops.<name>), got "
                         f"{type(op).__name__}")
-    opts: dict[str, Any] = {"simulate_cuda": simulate_cuda, "cpu_model": cpu_model, "check_elements": check_elements}
+    opts: dict[str, Any] = {"simulate_cuda": simulate_cuda, "cpu_model": cpu_model, "check_elements": check_elements,
+                            "checks": dict(checks or {})}
     if bench_options:
         opts["bench"] = dict(bench_options)
     ctx = Context(op, args, dict(kwargs), tuple(backends), tuple(targets), timing=timing, budget=budget,

@@ -145,6 +145,22 @@ class Context:
         key = ("outputs", backend, cc_of(target) if backend == "cuda" and target is not None else None)
         return self._get(key, make)
 
+    def check(self, backend: str, target: Target | None = None):
+        """The check of a simulated backend of an annotated operator at sizes of its own (`checks.check`), or the
+        one given in options["checks"]; None when the backend is compared at the call's arrays (`outputs`)."""
+        given = (self.options.get("checks") or {}).get(backend)
+        if given is not None:
+            return given
+
+        def make():
+            from . import checks
+            art = self.artifact(backend, target)
+            if not getattr(art, "predicted", False) or checks.call_dims(self.op, self.args, self.kwargs) is None:
+                return None
+            return checks.check(self.op, self.args, self.kwargs, backend, artifact=art)
+        key = ("check", backend, cc_of(target) if backend == "cuda" and target is not None else None)
+        return self._get(key, make)
+
     def timing_of(self, backend: str):
         from .timing import bench
 
@@ -327,6 +343,15 @@ class Accuracy:
             target = _first_target(ctx, be)
             tname = target.name if target is not None else None
             try:
+                done = ctx.check(be, target)
+            except Failed as e:
+                yield unavailable("max_abs_error", str(e), backend=be, target=tname)
+                yield unavailable("max_rel_error", str(e), backend=be, target=tname)
+                continue
+            if done is not None:
+                yield from _check_metrics(done, be, tname)
+                continue
+            try:
                 outs = ctx.outputs(be, target)
                 refs = ctx.reference()
                 graph = ctx.graph
@@ -351,6 +376,15 @@ class Accuracy:
             yield Metric("max_abs_error", max(c[1] for c in comps), "", "measured", be, tname,
                          kernels=per_out, note=note)
             yield Metric("max_rel_error", max(c[2] for c in comps), "", "measured", be, tname, note=note)
+
+
+def _check_metrics(c, backend: str, target: str | None) -> Iterable[Metric]:
+    """max_abs_error and max_rel_error of a `checks.Check` (the sizes it ran at in the note)."""
+    bad = [x.message for x in c.comparisons if not x.ok]
+    note = ("within tolerance" if not bad else "; ".join(bad)) + "; " + c.where()
+    per_out = {f"output {i}": x.max_abs_error for i, x in enumerate(c.comparisons)} if len(c.comparisons) > 1 else {}
+    yield Metric("max_abs_error", c.max_abs_error, "", "measured", backend, target, kernels=per_out, note=note)
+    yield Metric("max_rel_error", c.max_rel_error, "", "measured", backend, target, note=note)
 
 
 CHUNK = 1 << 20
