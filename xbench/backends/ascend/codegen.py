@@ -30,6 +30,7 @@ from ...ir.schedule import Schedule
 from .affine import classify
 from .cpp import SCALAR_HELPERS, Source, Unsupported, ctype
 from .kernelgen import finish, ident
+from .movement import WINDOW_HELPER
 from .plan import Launch, prod
 from .rows import RowKernel
 from .scalar import ScalarKernel
@@ -89,6 +90,9 @@ __aicore__ inline void XbCopyTiling(T* dst, GM_ADDR src) {{
 """
 
 
+HELPERS = {**SCALAR_HELPERS, "window": WINDOW_HELPER}
+
+
 class ProgramWriter:
     """Generates the Ascend C source of a program: one or more launches per loop-IR kernel."""
 
@@ -145,7 +149,7 @@ class ProgramWriter:
             helpers |= launch.helpers
         for h in sorted(helpers):
             out()
-            out.lines.extend(SCALAR_HELPERS[h].splitlines())
+            out.lines.extend(HELPERS[h].splitlines())
         for src, launch in zip(bodies, self.launches):
             out()
             out(f"// {'=' * 100}")

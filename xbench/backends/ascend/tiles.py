@@ -25,6 +25,7 @@ from .movement import Inputs, take_all
 from .plan import ALIGN, QUE_LIMIT, Launch, UbItem, align, prod
 from .stages import forward_stores, inline_assigns, tile_store_base, walk_loads
 from .vecexpr import Domain, Pool, Tile, VecEmitter
+from .windows import load_window
 
 if TYPE_CHECKING:
     from .codegen import ProgramWriter
@@ -45,7 +46,7 @@ class TileBody:
         self.pool = pool
         self.tag = tag
         self.budget = [max(1, QUE_LIMIT // gen.buffer_num)]
-        self.inputs = Inputs(f"inQueue{tag}", self.budget, f"x{tag}", pool=pool)
+        self.inputs = Inputs(f"inQueue{tag}", self.budget, f"x{tag}", pool=pool, windows=True)
         self.inner: list[Inputs] = []
         self.outs: list[tuple[Store, str, str, Expr]] = []   # (store, tile, queue, base)
         self.copy_in = Source(2)
@@ -85,7 +86,8 @@ class TileBody:
             acc = self.pool.alloc(s.dtype, pinned=True)
             init = init_value(s.kind, s.dtype)
             body(f"Duplicate({acc.name}, {vec_scalar(init, s.dtype)}, {n});")
-            inner = Inputs(f"rinQueue{self.tag}{ri}_", self.budget, f"z{self.tag}{ri}_", pool=self.pool)
+            inner = Inputs(f"rinQueue{self.tag}{ri}_", self.budget, f"z{self.tag}{ri}_", pool=self.pool,
+                           windows=True)
             ri += 1
             self.inner.append(inner)
             scope = self.scope.child()
@@ -112,6 +114,9 @@ class TileBody:
                 self.pool.release(tt)
             # inner copies: one queue round trip per iteration
             for e in inner.entries.values():
+                if e.window is not None:
+                    e.copy_window(body, g.sw, copy_scope, g.gm_name(e.buf), "v0", n, f"{e.tile}in")
+                    continue
                 base = g.sw.expr(e.base, copy_scope, body)
                 e.copy_in(body, f"{g.gm_name(e.buf)}[{plus(base, 'v0')}]", n, f"{e.tile}in")
             take_all(body, inner.entries.values())
@@ -152,6 +157,9 @@ class TileBody:
         ci, co = self.copy_in, self.copy_out
         scope = self.scope.child()
         for e in self.inputs.entries.values():
+            if e.window is not None:
+                e.copy_window(ci, g.sw, scope, g.gm_name(e.buf), "v0", n)
+                continue
             base = g.sw.expr(e.base, scope, ci)
             e.copy_in(ci, f"{g.gm_name(e.buf)}[{plus(base, 'v0')}]", n)
         for s, tile, queue, base_e in self.outs:
@@ -330,7 +338,8 @@ def domain_and_gathers(k: Kernel, pw: ProgramWriter) -> tuple[tuple[Axis, ...], 
                     for st in stages:
                         for a in getattr(st, "axes", ()) or ():
                             ranges[a.name] = (0, a.extent - 1)
-                    if classify(ld, pw.shapes[ld.buf], dom, guarded, ranges, size).kind == "gather":
+                    if classify(ld, pw.shapes[ld.buf], dom, guarded, ranges, size).kind == "gather" and \
+                            load_window(ld, dom, pw.shapes, ranges) is None:
                         gathers += 1
         if not ok:
             continue

@@ -29,6 +29,7 @@ from ...ir.kernel import Axis
 from ...ir.scalar import UNARY
 from .affine import Access, affine_in, classify
 from .cpp import CTYPE, SIZE, ScalarScope, ScalarWriter, Source, Unsupported, float_lit, interval, vec_scalar
+from .windows import Window, window_of
 
 VEC_TYPES = ("float32", "float16")
 SHORTN = {"float32": "f", "float16": "h", "int32": "i", "uint8": "u", "int16": "s", "int8": "c", "int64": "l",
@@ -182,6 +183,7 @@ class VecEmitter:
         self._modes: dict[tuple, str] = {}
         self._gid = 0
         self._target: tuple[tuple, Tile] | None = None
+        self._windows: dict[Expr, Window | None] = {}
 
     # ---- classification ------------------------------------------------------------------------------
     def depends(self, e: Expr) -> bool:
@@ -197,6 +199,18 @@ class VecEmitter:
         for d in self.shapes[e.buf]:
             size *= d
         return classify(e, self.shapes[e.buf], self.dom.axes, guarded, self.ranges, size)
+
+    def window(self, e: Expr) -> Window | None:
+        """The shifted window `e` reads (a stencil tap: a load, or constant padding around one) when the kernel
+        copies windows into the UB (`inputs.windows`) and has room for one more input tile."""
+        if not getattr(self.inputs, "windows", False) or not isinstance(e, (Load, Select)):
+            return None
+        if e not in self._windows:
+            w = window_of(e, self.dom.axes, self.shapes, self.ranges)
+            if w is not None and self.inputs.window(w, register=False) is None:
+                w = None
+            self._windows[e] = w
+        return self._windows[e]
 
     def gatherable(self, e: Expr) -> bool:
         for n in e.walk():
@@ -221,7 +235,7 @@ class VecEmitter:
             acc = self.access(e, guarded)
             if acc.kind == "contiguous" and e.dtype in CTYPE and self.inputs(e, (acc.base,), False) is not None:
                 return "V"
-            return "G"
+            return "V" if self.window(e) is not None else "G"
         if isinstance(e, (Idx, Const)):
             return "G"
         if isinstance(e, Cast):
@@ -232,6 +246,8 @@ class VecEmitter:
                 return "G"
             return "V"
         if isinstance(e, Select):
+            if self.window(e) is not None:
+                return "V"
             cond_v = self._cond_form(e.cond, guarded) is not None if self.depends(e.cond) else True
             branches = [self.mode(e.a, True), self.mode(e.b, True)]
             if e.dtype not in VEC_TYPES:
@@ -285,7 +301,7 @@ class VecEmitter:
         self.uses[key] = self.uses.get(key, 0) + 1
         if self.uses[key] > 1 or m == "G":
             return
-        if isinstance(e, Select):
+        if isinstance(e, Select) and self.window(e) is None:
             if self.depends(e.cond):
                 form = self._cond_form(e.cond, guarded)
                 if form is None:
@@ -395,13 +411,14 @@ class VecEmitter:
             return self.vlocals[e.name]
         if isinstance(e, Load):
             acc = self.access(e, guarded)
-            t = self.inputs(e, (acc.base,))
+            t = self.inputs(e, (acc.base,)) if acc.kind == "contiguous" else self.inputs.window(self.window(e))
             assert t is not None
             return t
         if isinstance(e, Cast):
             return self.cast(e, guard)
         if isinstance(e, Select):
-            return self.select(e, guard)
+            w = self.window(e)
+            return self.inputs.window(w) if w is not None else self.select(e, guard)
         if isinstance(e, Call):
             if len(e.args) == 1:
                 return self.unary(e, guard)
