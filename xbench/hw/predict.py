@@ -42,10 +42,12 @@ wave) scales the compute and L1 terms; memory is at least latency-bound per bloc
 
 npu (Ascend: the MTE2 -> Vector/Cube -> MTE3 pipeline of each AI core)::
 
-    cycles per tile: t_in = MTE2 bytes / ddr_rate, t_vec = vector repeats, t_cube = fractals, t_out = MTE3 bytes /
-    ub_to_ddr_rate (write side limited to ddr_rate); with double buffering the stages overlap:
+    cycles per tile: t_in = MTE2 bytes / ddr_rate (bytes beyond the compulsory reads: re-reads from L2 at
+    l2_read_rate), t_vec = vector repeats, t_cube = fractals, t_scalar = scalar GetValue/SetValue accesses x
+    their cost (serial with the vector work they feed: the compute stage is max(t_vec, t_cube) + t_scalar),
+    t_out = MTE3 bytes / ub_to_ddr_rate (write side limited to ddr_rate); with double buffering the stages overlap:
     T_core = max(stages) * tiles + (sum(stages) - max(stages)) (fill and drain); single buffering: the sum.
-    T = launch + waves * T_core / clock, and at least all MTE bytes / HBM bandwidth.
+    T = launch + waves * T_core / clock, and at least the compulsory MTE bytes / HBM bandwidth.
 
 The counters come from the CPU twin when the ascend backend ran the kernel, else from the loop IR (MTE2 = the
 kernel's compulsory reads, MTE3 = its writes, one vector repeat per 256 bytes of each vector operation,
@@ -109,6 +111,19 @@ ASSUMPTIONS: dict[str, ModelAssumption] = {
                                                        "simple arithmetic; model assumption"),
     "npu_tile_bytes": ModelAssumption(32768.0, "the Ascend C tutorials' tile of 8-16 K elements per queue buffer "
                                                "when the backend does not report its tile length"),
+    "npu_scalar_access_cycles": ModelAssumption(10.0, "one GetValue / SetValue in a generated element loop: the "
+                                                      "scalar load or store plus the index arithmetic, bounds "
+                                                      "test and loop branch around it, about 10 instructions on "
+                                                      "the AI core's in-order scalar unit, which also issues "
+                                                      "every vector and MTE instruction (Ascend C guide, "
+                                                      "'Compute Units': 'a mini CPU ... weaker computing "
+                                                      "capability'; the SetValue API page: 'Do not use SetValue "
+                                                      "... frequently. Otherwise, the performance deteriorates'); "
+                                                      "model assumption, uncertain: calibrate on hardware"),
+    "npu_reread_l2": ModelAssumption(1.0, "fraction of the MTE2 bytes beyond a vector kernel's compulsory reads "
+                                          "served by the L2 (192 MiB) at l2_read_rate instead of DDR: re-reads of "
+                                          "lines the core fetched moments before (stencil taps copied one after "
+                                          "another, rows streamed once per statistic); model assumption"),
     "cpu_scan_latency_cycles": ModelAssumption(4.0, "a running sum is a dependency chain of FP adds: 4 cycles "
                                                     "latency on Zen and recent Intel cores (Agner Fog, "
                                                     "instruction tables)"),
@@ -951,19 +966,23 @@ def _iters(c: KernelCounts) -> float:
     return max(1.0, n / max(c.points, 1)) if n else 1.0
 
 
-_COUNTER_KEYS = ("mte2_bytes", "mte3_bytes", "vec_instr", "cube_macs", "cube_fractals", "fixpipe_bytes", "mte2_instr")
+_COUNTER_KEYS = ("mte2_bytes", "mte3_bytes", "vec_instr", "cube_macs", "cube_fractals", "fixpipe_bytes", "mte2_instr",
+                 "scalar_gm_reads", "scalar_gm_writes", "scalar_ub_reads", "scalar_ub_writes")
+_SCALAR_KEYS = ("scalar_gm_reads", "scalar_gm_writes", "scalar_ub_reads", "scalar_ub_writes")
 _TRANSCENDENTAL_APIS = ("Exp", "Ln", "Log", "Sqrt", "Rsqrt", "Tanh", "Erf", "Sigmoid", "Sin", "Cos", "Power",
                         "Reciprocal")
 
 
 def ascend_counters(c: KernelCounts, target: Target, resources: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The launches of one kernel as the Ascend model reads them: per launch its block dim, buffer count and
-    per-core counters (mte2_bytes, mte3_bytes, vec_instr, cube_fractals, cube_macs, fixpipe_bytes, mte2_instr).
+    per-core counters (mte2_bytes, mte3_bytes, vec_instr, cube_fractals, cube_macs, fixpipe_bytes, mte2_instr, and
+    the scalar unit's GM / UB accesses).
 
     `resources` is the kernel's entry of the ascend artifact (`{"launches": [...]}` with block_dim, buffer_num,
     tile_length) plus, after a run, the twin's counters of its launches under "counters" (a list of the
     artifact's `counters["launches"]` entries for this kernel: totals, per_core, ops). Without counters they are
-    derived from the loop IR (module docstring) and spread evenly over the cores."""
+    derived from the loop IR (module docstring) and spread evenly over the cores; a launch of the scalar form then
+    reads and writes every element it touches on the scalar unit."""
     res = dict(resources or {})
     lres = list(res.get("launches") or [])
     npu = target.npu
@@ -1006,14 +1025,22 @@ def ascend_counters(c: KernelCounts, target: Target, resources: Mapping[str, Any
         tile = float(lr.get("tile_length", 0) or 0) * itemsize(c.dtype) or ASSUMPTIONS["npu_tile_bytes"].value
         totals = {"mte2_bytes": float(c.bytes_read), "mte3_bytes": float(c.bytes_written), "vec_instr": vec,
                   "cube_macs": macs, "cube_fractals": fr, "fixpipe_bytes": 0.0,
-                  "mte2_instr": max(1.0, c.bytes_read / tile)}
+                  "mte2_instr": max(1.0, c.bytes_read / tile), **{k: 0.0 for k in _SCALAR_KEYS}}
+        if lr.get("form") == "scalar":     # every element through GetValue / SetValue, no DataCopy
+            size = float(itemsize(c.dtype))
+            totals.update({"mte2_bytes": 0.0, "mte3_bytes": 0.0, "mte2_instr": 0.0, "vec_instr": 0.0,
+                           "scalar_gm_reads": c.bytes_read / size, "scalar_gm_writes": c.bytes_written / size})
         one = {k: v / blocks for k, v in totals.items()}
         one["vec_cycles"] = one["vec_instr"]
         launches.append({"block_dim": blocks, "buffer_num": int(lr.get("buffer_num", 2)),
                          "per_core": [dict(one) for _ in range(blocks)], "totals": totals})
         source = "loop IR"
     totals = {k: sum(ln["totals"][k] for ln in launches) for k in _COUNTER_KEYS}
-    return {"launches": launches, "totals": totals, "source": source, "cores": cores,
+    # the compulsory reads come from DDR; a vector kernel's MTE2 bytes beyond them are re-reads (see npu_reread_l2)
+    ddr = 1.0
+    if len(launches) == 1 and not cube and totals["mte2_bytes"] > c.bytes_read > 0:
+        ddr = 1.0 - ASSUMPTIONS["npu_reread_l2"].value * (1.0 - c.bytes_read / totals["mte2_bytes"])
+    return {"launches": launches, "totals": totals, "source": source, "cores": cores, "mte2_ddr_fraction": ddr,
             "ub_bytes": max([int(lr.get("ub_total", 0)) for lr in lres] or [0]) or None,
             "ub_budget": max([int(lr.get("ub_budget", 0)) for lr in lres] or [0]) or None}
 
@@ -1036,16 +1063,21 @@ def predict_npu_kernel(c: KernelCounts, target: Target, resources: Mapping[str, 
     cores = int(k["cores"])
     clock = target.clock_hz
     rd = r.get("ddr_read_rate", r.get("ddr_rate", 32.0))
+    l2 = r.get("l2_read_rate", r.get("l2_rate", rd))
     wr = min(r.get("ub_to_ddr_rate", 64.0), r.get("ddr_write_rate", r.get("ddr_rate", 32.0)))
+    ddr = k["mte2_ddr_fraction"]
+    scalar = ASSUMPTIONS["npu_scalar_access_cycles"].value
     body = 0.0
-    terms = {"mte2": 0.0, "vector": 0.0, "cube": 0.0, "mte3": 0.0}
+    terms = {"mte2": 0.0, "vector": 0.0, "cube": 0.0, "scalar": 0.0, "mte3": 0.0}
     for ln in k["launches"]:
         worst, worst_stages = 0.0, {}
         for pc in ln["per_core"]:
-            st = {"mte2": pc["mte2_bytes"] / rd, "vector": pc["vec_cycles"] * ASSUMPTIONS["npu_vector_repeat_cycles"]
-                  .value, "cube": pc["cube_fractals"], "mte3": (pc["mte3_bytes"] + pc["fixpipe_bytes"]) / wr}
-            cyc = _pipeline({"mte2": st["mte2"], "compute": max(st["vector"], st["cube"]), "mte3": st["mte3"]},
-                            pc["mte2_instr"], ln["buffer_num"])
+            st = {"mte2": pc["mte2_bytes"] * (ddr / rd + (1.0 - ddr) / l2),
+                  "vector": pc["vec_cycles"] * ASSUMPTIONS["npu_vector_repeat_cycles"].value,
+                  "cube": pc["cube_fractals"], "scalar": sum(pc.get(n, 0.0) for n in _SCALAR_KEYS) * scalar,
+                  "mte3": (pc["mte3_bytes"] + pc["fixpipe_bytes"]) / wr}
+            cyc = _pipeline({"mte2": st["mte2"], "compute": max(st["vector"], st["cube"]) + st["scalar"],
+                             "mte3": st["mte3"]}, pc["mte2_instr"], ln["buffer_num"])
             if cyc >= worst:
                 worst, worst_stages = cyc, st
         waves = math.ceil(max(1, ln["block_dim"]) / cores)
@@ -1053,16 +1085,22 @@ def predict_npu_kernel(c: KernelCounts, target: Target, resources: Mapping[str, 
         for n, v in worst_stages.items():
             terms[n] += waves * v / clock
     t_tot = k["totals"]
-    hbm = (t_tot["mte2_bytes"] + t_tot["mte3_bytes"] + t_tot["fixpipe_bytes"]) / target.bandwidth("memory")
+    hbm = (t_tot["mte2_bytes"] * ddr + t_tot["mte3_bytes"] + t_tot["fixpipe_bytes"]) / target.bandwidth("memory")
     launch = ASSUMPTIONS["npu_launch_us"].value * 1e-6 * len(k["launches"])
     terms.update({"launch": launch, "hbm": hbm})
     t = launch + max(body, hbm)
-    bound = "hbm" if hbm > body else max(("mte2", "vector", "cube", "mte3"), key=lambda n: terms[n])
+    bound = "hbm" if hbm > body else max(("mte2", "vector", "cube", "scalar", "mte3"), key=lambda n: terms[n])
     if launch > max(body, hbm):
         bound = "launch"
     blocks = ", ".join(str(ln["block_dim"]) for ln in k["launches"])
     notes = [f"counters from the {k['source']}", f"block_dim {blocks} on {cores} cores, buffer_num "
              f"{', '.join(str(ln['buffer_num']) for ln in k['launches'])}"]
+    accesses = sum(t_tot[n] for n in _SCALAR_KEYS)
+    if accesses:
+        notes.append(f"{accesses:,.0f} scalar GetValue/SetValue accesses at {scalar:g} cycles each "
+                     f"({terms['scalar'] * 1e6:.3g} us on the busiest core)")
+    if ddr < 1.0:
+        notes.append(f"{1.0 - ddr:.0%} of the MTE2 bytes re-read from L2")
     return KernelPrediction(c.kernel, target.name, t, terms, bound, notes)
 
 
