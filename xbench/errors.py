@@ -9,7 +9,12 @@ import threading
 from dataclasses import dataclass
 from types import FrameType
 
+import numpy as np
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# frames skipped on the way out to the user's line: xbench's own, and numpy's (a numpy function given a traced
+# tensor fails inside numpy, called from the user's line)
+_SKIP = (_PKG_DIR, os.path.dirname(os.path.abspath(np.__file__)) + os.sep)
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,8 @@ def located(loc: Location | None):
 
 
 def user_location(skip: int = 0) -> Location | None:
-    """The innermost stack frame outside the xbench package: the user's line (or a library operator's)."""
+    """The innermost stack frame outside the xbench package (and numpy): the user's line (or a library
+    operator's)."""
     fixed = getattr(_where, "loc", None)
     if fixed is not None:
         return fixed
@@ -50,7 +56,7 @@ def user_location(skip: int = 0) -> Location | None:
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename) if not frame.f_code.co_filename.startswith("<") \
             else frame.f_code.co_filename
-        if not filename.startswith(_PKG_DIR) and "importlib" not in filename:
+        if not filename.startswith(_SKIP) and "importlib" not in filename:
             return Location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None

@@ -199,6 +199,10 @@ class Operator:
         for name, value in bound.arguments.items():
             spec = self._specs[name]
             if value is None:
+                if spec is not None and self.signature.parameters[name].default is not None:
+                    raise ArgumentError(f"{self.name}(): argument {name!r} is None, but the operator declares it a "
+                                        f"tensor ({spec!r})", hint=f"pass a numpy array for {name}; if it is "
+                                        f"optional, give it a default: `{name}: {spec!r} = None`", loc=loc)
                 statics[name] = None
                 continue
             if _is_tensor_list(value):
@@ -234,6 +238,11 @@ class Operator:
         return Binding(bound.arguments, tensors, statics, dims)
 
     def _checked(self, name: str, value: np.ndarray, loc) -> np.ndarray:
+        if isinstance(value, np.ma.MaskedArray):
+            raise ArgumentError(f"{self.name}(): argument {name!r} is a masked array; operators compute on every "
+                                "element and would drop its mask", hint=f"pass {name}.filled(value), or pass the "
+                                f"mask as an argument of its own (np.ma.getmaskarray({name})) and apply it with "
+                                "xb.where", loc=loc)
         try:
             D.canonical(value.dtype)
         except ValueError:
@@ -301,6 +310,12 @@ class Operator:
                 elif n in traced:
                     call_args[n] = traced[n]
             result = self._call_fn(call_args)
+            if tr.untraceable:                 # the body caught it (`except Exception:`) and went on elsewhere
+                err = tr.untraceable[0]
+                err.hint = ((err.hint + "; ") if err.hint else "") + ("the operator's own code caught this error "
+                            "and went on: while tracing, that `except` cannot take the other branch")
+                err.args = (err._format(),)
+                raise err
             outs = self._outputs(result, dims)
         graph = Graph(self.name, in_vars, [t._var for t in outs], tr.eqns, list(tensors), dims,
                       {k: v for k, v in statics.items() if not callable(v) and not isinstance(v, _TensorList)})
@@ -331,6 +346,11 @@ class Operator:
                                  hint="return a tensor or a tuple of tensors", loc=_def_loc(self.fn)) from None
         specs = self._return if isinstance(self._return, tuple) else (self._return,) if self._return else ()
         for t, spec in zip(outs, specs):
+            if isinstance(spec, TensorSpec) and spec.dtype and t.dtype != spec.dtype and not (
+                    amp.policy() and D.is_float(t.dtype) and D.is_float(spec.dtype)):   # autocast chooses floats
+                raise DTypeError(f"{self.name} returns {t.dtype} but its annotation says {spec!r}",
+                                 hint=f"cast the result (xb.cast(result, xb.{spec.dtype})) or fix the return "
+                                      "annotation", loc=_result_loc(t) or _def_loc(self.fn))
             if isinstance(spec, TensorSpec) and spec.dims is not None and Ellipsis not in spec.dims:
                 want = []
                 for d in spec.dims:
@@ -402,6 +422,12 @@ def static_key(v) -> Any:
         return v
     except TypeError:
         return repr(v)
+
+
+def _result_loc(t: Tensor) -> Location | None:
+    """The line that computed a traced result (None for an argument returned as it is)."""
+    from .trace import current
+    return next((e.loc for e in reversed(current().eqns) if t._var in e.outputs), None)
 
 
 def _def_loc(fn) -> Location | None:

@@ -6,15 +6,17 @@ branching on a tensor's *value* cannot be traced and raises a clear error pointi
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..dtypes import DType, canonical
+from ..dtypes import DTYPES, DType, canonical
 from ..errors import TraceError, user_location
 from ..ir.graph import Var
 from .dims import Dim
+from .trace import untraceable
 
 
 @dataclass(frozen=True)
@@ -34,22 +36,51 @@ class TensorSpec:
         return f"Tensor[{inner}]"
 
 
+_DTYPE_NAMES = (*DTYPES, "half", "float", "double", "bf16", "fp16", "fp32", "fp64", "f16", "f32", "f64", "i32",
+                "i64")
+
+
+def _name_entry(name: str, e):
+    """A string (or an undeclared name in a string annotation) in Tensor[...]: a dtype when it names one, else a
+    dim, unless it looks like a misspelt dtype ("flaot32"), which is refused rather than read as a dim."""
+    if name in DTYPES:
+        return canonical(name)
+    close = difflib.get_close_matches(name, _DTYPE_NAMES, n=1, cutoff=0.8) if len(name) > 2 else []
+    if close:
+        raise TraceError(f"Tensor[...] entry {name!r} looks like a misspelt dtype; did you mean {close[0]!r}?",
+                         hint=f"dtypes are {', '.join(DTYPES)} (xb.float32, or the string); a dim's name must "
+                              "not look like one", loc=user_location())
+    if isinstance(e, Dim):
+        return e
+    try:
+        return Dim(name)
+    except ValueError as exc:
+        raise TraceError(f"Tensor[...] entry {name!r}: {exc}", hint="dims are names such as 'N' or xb.dims('N D')",
+                         loc=user_location()) from None
+
+
 def _spec_entry(e):
-    if e is Ellipsis or isinstance(e, Dim):
+    if e is Ellipsis:
         return e
     if isinstance(e, DType):
         return e
+    if isinstance(e, Dim):
+        return _name_entry(e.name, e)
     if isinstance(e, str):
-        return Dim(e)
+        return _name_entry(e, e)
     if isinstance(e, (int, np.integer)) and not isinstance(e, bool):
         if e < 0:
-            raise TraceError(f"a fixed size in Tensor[...] must be >= 0, got {e}")
+            raise TraceError(f"a fixed size in Tensor[...] must be >= 0, got {e}", loc=user_location())
         return int(e)
     try:
         return canonical(e)
     except ValueError:
         raise TraceError(f"Tensor[...] entries are dims (xb.dims(...) or strings), sizes (ints), `...` "
-                         f"or one dtype (xb.float32); got {e!r}") from None
+                         f"or one dtype (xb.float32); got {e!r}", loc=user_location()) from None
+
+
+class _NumpyOnTensor(TraceError):
+    """numpy asked a traced tensor for its values."""
 
 
 class _TensorMeta(type):
@@ -107,16 +138,16 @@ class Tensor(metaclass=_TensorMeta):
 
     # ---- what cannot be traced -----------------------------------------------------------------------
     def __bool__(self):
-        raise TraceError(
+        raise untraceable(TraceError(
             "the value of a traced tensor is not known while tracing, so `if`, `while`, `and`, `or`, `not` "
             "and `assert` cannot branch on it",
             hint="choose values with xb.where(cond, a, b); branch only on static facts such as x.shape[0] > 1",
-            loc=user_location())
+            loc=user_location()))
 
     def _no_scalar(self, what: str):
-        raise TraceError(f"{what} of a traced tensor is not known while tracing",
-                         hint="keep the value as a tensor (use xb.where, xb.maximum, ...), or pass the number "
-                              "as a plain Python argument of the operator", loc=user_location())
+        raise untraceable(TraceError(f"{what} of a traced tensor is not known while tracing",
+                                     hint="keep the value as a tensor (use xb.where, xb.maximum, ...), or pass the "
+                                          "number as a plain Python argument of the operator", loc=user_location()))
 
     def __int__(self):
         self._no_scalar("int()")
@@ -128,16 +159,36 @@ class Tensor(metaclass=_TensorMeta):
         self._no_scalar("using it as a Python index")
 
     def __array__(self, *a, **k):
-        raise TraceError("numpy cannot compute on a traced tensor",
-                         hint="use the xb.* function of the same name (xb.exp, xb.where, xb.einsum, ...) or a "
-                              "Tensor method", loc=user_location())
+        raise untraceable(_NumpyOnTensor("numpy cannot compute on a traced tensor",
+                                         hint="use the xb.* function of the same name (xb.exp, xb.where, xb.einsum, "
+                                              "...) or a Tensor method", loc=user_location()))
+
+    def __array_function__(self, func, types, args, kwargs):
+        """numpy's functions run as numpy would run them (np.sum on a Tensor calls Tensor.sum); one that needs
+        the values fails at the user's line, named, with what to write instead."""
+        impl = getattr(func, "_implementation", None)
+        try:
+            if impl is None:
+                raise _NumpyOnTensor("", loc=user_location())
+            return impl(*args, **kwargs)
+        except (_NumpyOnTensor, TypeError) as exc:   # TypeError: numpy called a Tensor method numpy's way
+            import xbench
+            where = (func.__module__ or "numpy").split("._")[0]
+            name = f"{where.replace('numpy', 'np', 1)}.{func.__name__}"
+            alike = getattr(xbench, func.__name__, None)
+            hint = (f"use xb.{func.__name__}(...), the xbench function (traced)" if callable(alike) and
+                    not isinstance(alike, type) else "write it with xb.* functions (np.linalg.norm(x), for "
+                    "instance, is xb.sqrt((x * x).sum()))")
+            raise untraceable(TraceError(f"{name} cannot compute on a traced tensor: numpy needs values, which "
+                                         "are not known while tracing", hint=hint,
+                                         loc=getattr(exc, "loc", None) or user_location())) from None
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from . import functions as F
         fn = F.UFUNCS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
         if fn is None:
-            raise TraceError(f"numpy's {ufunc.__name__} is not available on traced tensors",
-                             hint="use an xb.* function instead", loc=user_location())
+            raise untraceable(TraceError(f"numpy's {ufunc.__name__} is not available on traced tensors",
+                                         hint="use an xb.* function instead", loc=user_location()))
         return fn(*inputs)
 
     # ---- arithmetic ----------------------------------------------------------------------------------

@@ -18,6 +18,10 @@ class Trace:
     def __init__(self, name: str):
         self.name = name
         self.eqns: list[Eqn] = []
+        # errors from asking a traced value for what only a run knows (`if x.sum() > 0`, float(x), np.* on it):
+        # an operator body that catches one and goes on would silently trace the other branch, so the operator
+        # raises the first of them once its body returns (see `Operator.trace_binding`)
+        self.untraceable: list[TraceError] = []
 
     def __enter__(self) -> Trace:
         stack = getattr(_state, "stack", None)
@@ -54,6 +58,14 @@ def current() -> Trace:
 
 def tracing() -> bool:
     return bool(getattr(_state, "stack", None))
+
+
+def untraceable(err: TraceError) -> TraceError:
+    """`err`, noted in the current trace (an error the body must not be able to catch and go on from)."""
+    stack = getattr(_state, "stack", None)
+    if stack:
+        stack[-1].untraceable.append(err)
+    return err
 
 
 def bind(prim: str, *inputs, **params):
