@@ -54,6 +54,17 @@ def _unusable(root: Path) -> str | None:
     return None
 
 
+LOW_SPACE = 64 << 20                   # a cache folder with less free space is passed over for one with more
+
+
+def _free(path: Path) -> int:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
 def cache_root() -> Path:
     """The cache's root folder. When the configured one is unusable, this session compiles into a temporary
     folder instead (removed at exit; child processes use it too), with a warning saying why and what to do."""
@@ -62,9 +73,13 @@ def cache_root() -> Path:
     if used is not None:
         return used
     why = _unusable(root)
-    if why is None:
+    if why is None and _free(root) >= LOW_SPACE:
         _roots[root] = root
         return root
+    if why is None and _free(Path(tempfile.gettempdir())) < LOW_SPACE:
+        _roots[root] = root                # nowhere better: writes that do not fit fail with CacheErrors
+        return root
+    why = why or f"only {_free(root) >> 20} MiB free"
     try:
         stand_in = Path(tempfile.mkdtemp(prefix="xbench-cache-"))
     except OSError as exc:
@@ -75,9 +90,12 @@ def cache_root() -> Path:
         raise CacheError(f"the cache directory {root} is not usable ({why}), nor is a temporary folder "
                          f"({why2})", hint="point XBENCH_CACHE_DIR at a writable folder with free space")
     atexit.register(shutil.rmtree, stand_in, True)
-    warnings.warn(f"xbench: the cache directory {root} is not usable ({why}); this session compiles into "
-                  f"{stand_in} instead, removed at exit. Point XBENCH_CACHE_DIR at a writable folder with free "
-                  "space to keep compiled code between sessions.", CacheWarning, stacklevel=3)
+    from .errors import user_location
+    loc = user_location()
+    warnings.warn_explicit(
+        f"xbench: the cache directory {root} is not usable ({why}); this session compiles into {stand_in} "
+        "instead, removed at exit. Point XBENCH_CACHE_DIR at a writable folder with free space to keep "
+        "compiled code between sessions.", CacheWarning, loc.filename if loc else "xbench", loc.lineno if loc else 0)
     log.debug("cache: %s unusable (%s); using %s", root, why, stand_in)
     os.environ["XBENCH_CACHE_DIR"] = str(stand_in)
     _roots[root] = _roots[stand_in] = stand_in

@@ -120,6 +120,9 @@ class ScheduleError(XbenchError, ValueError):
 class CacheError(XbenchError, OSError):
     """A cache file cannot be written or read (full disk, read-only folder, a file where a folder should be)."""
 
+    def __str__(self) -> str:                  # the message for people, not OSError's "[Errno 28] ..."
+        return self._format()
+
 
 class CacheWarning(UserWarning):
     """The cache directory is not usable, so this session compiles into a temporary one."""
