@@ -73,8 +73,8 @@ def run(cmd: Sequence[str], *, tool: str, what: str, timeout: float | None = Non
         raise ToolTimeout(
             f"{tool} did not finish {what} within {limit:g} s and was stopped ({cmd[0]})", tool=tool,
             output=(err or "") + (out or ""),
-            hint=hint or f"check that `{cmd[0]} --version` answers in a terminal; a slow machine may need a "
-                         "longer limit: XBENCH_TOOL_TIMEOUT=<seconds>") from None
+            hint=hint or f"run the same command in a terminal to see where {tool} stops; if it is only slow "
+                         f"here, raise the limit: XBENCH_TOOL_TIMEOUT=<seconds> (now {limit:g})") from None
     except BaseException:
         _kill_group(proc)
         _drain(proc)

@@ -148,7 +148,7 @@ class AscendBackend:
         try:
             cxx, version = twin.compiler()
         except BackendError as exc:
-            return False, exc.message
+            return False, exc.message + (f" ({exc.hint})" if exc.hint else "")
         return True, f"Ascend C on the CPU twin ({cxx}: {version})"
 
     def knobs(self, kernel: Kernel, program: Program | None = None) -> dict[str, Knob]:
