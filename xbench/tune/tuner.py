@@ -14,7 +14,6 @@ import concurrent.futures as cf
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -414,8 +413,13 @@ def _precompile(run: _Run, kernel: str, configs: list[dict], known: dict) -> Non
     module = type(run.be).__module__
 
     def warm(job):
-        res = subprocess.run([sys.executable, "-c", _WARM, module], input=json.dumps(job), text=True,
-                             capture_output=True, env=os.environ.copy())
+        from .. import toolchain
+        try:
+            res = toolchain.run([sys.executable, "-c", _WARM, module], tool="a precompile worker",
+                                what="compiling a candidate", input=json.dumps(job), env=os.environ.copy())
+        except toolchain.ToolError as exc:   # the candidate compiles again in the main process
+            log.debug("precompile failed: %s", exc.message)
+            return
         if res.returncode:   # the candidate fails again in the main process, with its message recorded
             log.debug("precompile failed: %s", res.stderr[-500:])
 
