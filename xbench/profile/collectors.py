@@ -18,6 +18,7 @@ import numpy as np
 
 from ..hw.target import Target, get_target
 from .report import Metric, unavailable
+from .roof import pct_of_roofline
 
 SIM_POINTS_LIMIT = 1 << 14       # outer points x stage length above which the CUDA simulator is not run
 
@@ -414,7 +415,6 @@ class Timing:
         return None if ctx.timing else "timing=False"
 
     def collect(self, ctx: Context) -> Iterable[Metric]:
-        from ..hw.predict import roofline_time
         for be in ctx.backends:
             target = _first_target(ctx, be)
             tname = target.name if target is not None else None
@@ -436,9 +436,7 @@ class Timing:
             yield Metric("gbytes_per_s", nbytes / s / 1e9, "GB/s", "measured", be, tname,
                          note="compulsory bytes / time")
             if target is not None:
-                roof = sum(roofline_time(c, target) for c in cs)
-                yield Metric("pct_of_roofline", 100.0 * roof / s, "%", "measured", be, tname,
-                             note=f"roofline bound {roof * 1e3:.3g} ms on {tname}")
+                yield pct_of_roofline(cs, target, s, "measured", be, warm=target.kind == "cpu")
 
 
 class CudaResources:
@@ -620,7 +618,6 @@ class Prediction:
         return None
 
     def collect(self, ctx: Context) -> Iterable[Metric]:
-        from ..hw.predict import roofline_time
         for t in ctx.targets:
             be = backend_for(t)
             try:
@@ -643,9 +640,7 @@ class Prediction:
             yield Metric("gflops", flops / s / 1e9, "GFLOP/s", "predicted", be, t.name)
             yield Metric("gbytes_per_s", nbytes / s / 1e9, "GB/s", "predicted", be, t.name,
                          note="compulsory bytes / predicted time")
-            roof = sum(roofline_time(c, t) for c in cs)
-            yield Metric("pct_of_roofline", 100.0 * roof / s, "%", "predicted", be, t.name,
-                         note=f"roofline bound {roof * 1e3:.3g} ms")
+            yield pct_of_roofline(cs, t, s, "predicted", be, warm=t.kind == "cpu")
 
 
 def _measured(ctx: Context, backend: str) -> bool:
