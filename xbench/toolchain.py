@@ -2,15 +2,18 @@
 tool, what it was doing and the way out.
 
 A call runs in a process group of its own, so a hung compiler and the processes it started (cc1plus, as, ld)
-are killed together when the limit passes. The limit is `$XBENCH_TOOL_TIMEOUT` seconds (default 600) for work
+are killed together when the limit passes; the tool dies with the process that started it (a session killed
+with SIGKILL leaves no compiler running). The limit is `$XBENCH_TOOL_TIMEOUT` seconds (default 600) for work
 such as a compile, and at most 30 s for a quick question such as `--version`.
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
 
 from .errors import BackendError
@@ -61,7 +64,7 @@ def run(cmd: Sequence[str], *, tool: str, what: str, timeout: float | None = Non
     try:
         proc = subprocess.Popen(list(cmd), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_die_with_parent)
     except OSError as exc:
         raise ToolError(f"{tool} cannot be started for {what} ({cmd[0]}): {exc.strerror or exc}", tool=tool,
                         hint=hint or f"check that {cmd[0]} is an executable {tool}") from None
@@ -96,6 +99,14 @@ def version(path: str, *, tool: str, hint: str | None = None, whole: bool = Fals
         return text
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return first or path
+
+
+def _die_with_parent() -> None:
+    """In the tool's process, before it starts: be killed when the process that started it dies (even by
+    SIGKILL), so a killed session leaves no compiler running on (Linux; elsewhere nothing)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
