@@ -24,7 +24,7 @@ _LAZY = {
     "calibrate": None, "launch": None, "wire": None, "hier": None, "compress": None, "overlap": None,
     "workloads": None, "checkpoint": None, "recovery": None, "gate": None, "futures": None,
     "HierarchicalAllReduce": "hier", "hierarchical_hook": "hier", "flat_allreduce_hook": "hier",
-    "CompressionState": "compress", "compression_hook": "compress", "wire_bytes": "compress",
+    "CompressionState": "compress", "compression_hook": "compress", "wire_bytes": "schemes", "schemes": None,
     "run": "launch", "LaunchError": "launch",
     "WireCounter": "wire",
     "Snapshotter": "checkpoint", "latest_snapshot": "checkpoint",
