@@ -169,6 +169,11 @@ class TileBody:
             co(f"CopyUbToGm({g.gm_name(s.buf)}[{plus(base, 'v0')}], {tile}, {n});")
             co(f"{queue}.FreeTensor({tile});")
 
+    def windows(self) -> list[str]:
+        """The shifted windows this body copies in (stencil taps), described."""
+        return [e.window.describe() for reg in [self.inputs, *self.inner] for e in reg.entries.values()
+                if e.window is not None]
+
     def queues(self) -> list[tuple[str, str, int]]:
         """(queue, position, bytes per element) of every queue this body uses."""
         out = []
@@ -285,7 +290,7 @@ class TileKernel(VectorKernelGen):
             host("return t->blockDim;")
         plan = self.plan(items, T)
         plan.update({"form": "tiles", "vector_axes": [a.name for a in self.dom], "vector_extent": self.V,
-                     "rows": self.rows, "slots": self.pool.count})
+                     "rows": self.rows, "slots": self.pool.count, "windows": body.windows()})
         launch = Launch(self.entry, self.k.name, self.role, list(self.gm), self.struct, fields,
                         cores=cores, plan=plan)
         launch.host_source = host
