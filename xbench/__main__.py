@@ -1,5 +1,6 @@
 """`python -m xbench <command>`: demo (the quick-start story in a terminal), coverage (the library grid),
-backends (what is installed and usable here), cache (where the caches live, and clearing them)."""
+backends (what is installed and usable here), cache (where the caches live, and clearing them), fuzz
+(differential fuzzing of the compiler)."""
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,17 @@ def _coverage(args) -> int:
     return main(args.rest)
 
 
+def _fuzz(args) -> int:
+    from .fuzz.cli import main
+    return main(args.rest)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["coverage"]:            # its options go to the grid's own parser, untouched
         return _coverage(argparse.Namespace(rest=argv[1:]))
+    if argv[:1] == ["fuzz"]:
+        return _fuzz(argparse.Namespace(rest=argv[1:]))
     parser = argparse.ArgumentParser(prog="xbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="the quick-start story, printed in the terminal")
@@ -66,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("coverage", help="operator x backend x dtype verification grid")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(fn=_coverage)
+    p = sub.add_parser("fuzz", help="random operators on every backend against the reference (--help for more)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=_fuzz)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -74,31 +74,42 @@ def _div(a, b):
         return np.true_divide(a, b)
 
 
+# Integer division by zero: PyTorch raises ZeroDivisionError, which a kernel cannot; xbench gives numpy's 0 for
+# //, % and fmod alike. INT_MIN // -1 wraps to INT_MIN and INT_MIN % -1 is 0, as in PyTorch and numpy.
+def _int_div(f, a, b):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        safe = np.where(b == 0, 1, b)
+        return np.where(b == 0, 0, f(a, safe))
+
+
 def _floordiv(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return _int_div(np.floor_divide, a, b)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if np.issubdtype(np.result_type(a, b), np.integer):
-            b = np.where(b == 0, 1, b)
         return np.floor_divide(a, b)
 
 
 def _mod(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return _int_div(np.remainder, a, b)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if np.issubdtype(np.result_type(a, b), np.integer):
-            b = np.where(b == 0, 1, b)
         return np.remainder(a, b)
 
 
 def _fmod(a, b):
+    if np.issubdtype(np.result_type(a, b), np.integer):
+        return _int_div(np.fmod, a, b)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if np.issubdtype(np.result_type(a, b), np.integer):
-            b = np.where(b == 0, 1, b)
         return np.fmod(a, b)
 
 
 def _pow(a, b):
+    """Integers to negative powers as PyTorch: 1 for a base of 1, +-1 by parity for -1, else 0."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if np.issubdtype(np.result_type(a, b), np.integer):
-            return np.power(a, np.maximum(b, 0))
+            a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+            neg = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
+            return np.where(b < 0, neg, np.power(a, np.maximum(b, 0))).astype(np.result_type(a, b))
         return np.power(a, b)
 
 
@@ -111,7 +122,9 @@ def _safe(f):
 
 
 def _sign(x):
-    return np.sign(x)
+    """-1, 0 or 1; 0 for NaN, as PyTorch."""
+    s = np.sign(x)
+    return np.where(np.isnan(s), 0, s).astype(s.dtype) if s.dtype.kind == "f" else s
 
 
 def _shl(a, b):

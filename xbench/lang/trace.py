@@ -79,6 +79,14 @@ def bind(prim: str, *inputs, **params):
     return Tensor(outs[0])
 
 
+def wrap_int(v: int, dtype: str) -> int:
+    """A Python int as an integer of `dtype` holds it: modulo 2**bits, two's complement (PyTorch's answer for
+    `uint8_tensor + 300`: 300 becomes 44)."""
+    info = np.iinfo(dtype)
+    span = int(info.max) - int(info.min) + 1
+    return (v - int(info.min)) % span + int(info.min)
+
+
 def constant(value, dtype: str | None = None, shape: tuple[int, ...] | None = None):
     """A Tensor holding a Python scalar or a numpy array captured by the operator body."""
     arr = np.asarray(value)
@@ -94,7 +102,7 @@ def constant(value, dtype: str | None = None, shape: tuple[int, ...] | None = No
         shape = arr.shape
     if arr.ndim == 0:
         v = arr.item()
-        v = float(v) if is_float(dtype) else bool(v) if dtype == "bool" else int(v)
+        v = float(v) if is_float(dtype) else bool(v) if dtype == "bool" else wrap_int(int(v), dtype)
         return bind("const", value=v, shape=tuple(shape), dtype=dtype)
     arr = np.broadcast_to(arr, shape)
     return bind("const", value=np.array(arr), shape=tuple(shape), dtype=dtype)

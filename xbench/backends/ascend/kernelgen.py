@@ -199,6 +199,8 @@ def init_value(kind: str, dtype: str) -> str:
         return lit(1, dtype)
     if is_float(dtype):
         return "(-XB_INF)" if kind == "max" else "XB_INF"
+    if dtype == "bool":
+        return lit(kind != "max", dtype)
     info = np.iinfo(dtype)
     return lit(int(info.min) if kind == "max" else int(info.max), dtype)
 

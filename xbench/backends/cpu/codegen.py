@@ -599,8 +599,8 @@ class ModuleWriter:
         dt = s.dtype
         c = self.emitter.const
         init = {"sum": c(0, dt), "prod": c(1, dt),
-                "max": c("-inf", dt) if is_float(dt) else c(int(np.iinfo(dt).min), dt),
-                "min": c("inf", dt) if is_float(dt) else c(int(np.iinfo(dt).max), dt)}[s.kind]
+                "max": c("-inf", dt) if is_float(dt) else c(int(np.iinfo(dt).min) if is_int(dt) else False, dt),
+                "min": c("inf", dt) if is_float(dt) else c(int(np.iinfo(dt).max) if is_int(dt) else True, dt)}[s.kind]
         src(f"_acc = {init}")
         rng = f"range({s.axis.extent} - 1, -1, -1)" if s.reverse else f"range({s.axis.extent})"
         src(f"for {s.axis.name} in {rng}:")

@@ -87,19 +87,32 @@ def _cast_abstract(x, *, dtype):
     return [(x.shape, dtype)]
 
 
+def float_to_int(x: np.ndarray, dtype: str) -> np.ndarray:
+    """A float -> int conversion as PyTorch gives it on x86: truncation toward zero; to int64 a value int64 cannot
+    hold (NaN, +-inf, out of range) is INT64_MIN; narrower types convert through int32, where such a value is
+    INT32_MIN, and then wrap (so it is 0 in int8, uint8 and int16, and 300.0 is 44 in int8)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x)
+        if dtype == "int64":
+            ok = (t >= -2.0**63) & (t < 2.0**63)
+            return np.where(ok, np.where(ok, t, 0).astype(np.int64), np.int64(-2**63))
+        ok = (t >= -2.0**31) & (t < 2.0**31)
+        i32 = np.where(ok, np.where(ok, t, 0).astype(np.int64), -2**31)
+    return i32.astype(dtype).astype(np.int64)
+
+
 @cast.def_reference
 def _cast_ref(x, *, dtype):
-    """Exact where the target can hold the value (floats stay float64 in the reference); float -> int
-    truncates toward zero as C does; narrowing ints wrap as numpy does; anything -> bool is `!= 0`."""
+    """Exact where the target can hold the value (floats stay float64 in the reference); float -> int as
+    `float_to_int`; narrowing ints wrap as numpy does; anything -> bool is `!= 0` (NaN is True)."""
     if dtype == "bool":
         return x != 0
     if is_float(dtype):
         return np.asarray(x, dtype=np.float64)
     if is_int(dtype):
         if np.issubdtype(np.asarray(x).dtype, np.floating):
-            with np.errstate(invalid="ignore"):
-                x = np.trunc(x)
-                x = np.where(np.isfinite(x), x, 0)
+            return float_to_int(x, dtype)
         return np.asarray(x).astype(dtype).astype(np.int64)
     raise TypeError(dtype)
 

@@ -1,0 +1,172 @@
+"""The judge: which outputs of a generated operator are well defined, and whether a backend's agree.
+
+The reference computes in float64 (int64 for integers). A backend rounds every value to its dtype, fuses
+differently, sums in another order: at values where that matters (an intermediate past float32's range, a
+floor at an exact integer, a sum that cancels, integer wrap-around) the reference and an honest backend differ.
+Such elements are found by evaluating the graph three more times: each primitive's result rounded to its
+dtype as PyTorch's eager mode does (integers wrapping), and perturbed by two ulps up and down (by a hash of the
+value, so equal values stay equal). An element is judged where all four agree within the tolerance table;
+elsewhere it is sensitive to rounding itself, and any of the answers is right. On judged elements a backend
+must agree with the reference by `verify.compare`: exactly for integers and bools, NaN for NaN, equal
+infinities, and within the table's tolerance for finite floats.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..backends.reference import evaluate, exact
+from ..dtypes import is_float, to_numpy
+from ..verify import compare, op_class, reduction_length, tolerance, weakest_float
+
+MANTISSA = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}
+COMPUTING = {"unary", "binary", "reduce", "contract", "scan", "cast"}
+
+
+def _eager(e, v, o: np.ndarray) -> np.ndarray:
+    if v.dtype == "bool":
+        return o
+    with np.errstate(over="ignore", invalid="ignore"):
+        return exact(o.astype(to_numpy(v.dtype)))
+
+
+def _hash_unit(o: np.ndarray) -> np.ndarray:
+    """A number in [0.5, 1] from each value's bits (equal values, equal numbers)."""
+    bits = np.array(o, dtype=np.float64).view(np.uint64)       # (ascontiguousarray makes 0-d arrays 1-d)
+    h = (bits * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(54)
+    return 0.5 + h.astype(np.float64) / 2048.0
+
+
+def _perturb(sign: float):
+    def hook(e, v, o: np.ndarray) -> np.ndarray:
+        if not is_float(v.dtype) or e.prim.name not in COMPUTING:
+            return o
+        eps = 2.0 ** -MANTISSA[v.dtype]
+        with np.errstate(over="ignore", invalid="ignore"):
+            p = o * (1.0 + sign * 2.0 * eps * _hash_unit(o))
+        return np.where(np.isfinite(o), p, o)
+    return hook
+
+
+def evaluate_with(graph, arrays, hook) -> list[np.ndarray]:
+    """The reference interpreter with `hook(eqn, var, value)` applied to every result."""
+    env: dict[int, np.ndarray] = {v.id: exact(a) for v, a in zip(graph.inputs, arrays)}
+    with np.errstate(all="ignore"):
+        for e in graph.eqns:
+            ins = [env[v.id] for v in e.inputs]
+            out = e.prim.reference(*ins, **e.params)
+            outs = out if e.prim.multiple_results else (out,)
+            for v, o in zip(e.outputs, outs):
+                env[v.id] = hook(e, v, exact(np.asarray(o)))
+    return [env[v.id] for v in graph.outputs]
+
+
+def _in_range(r: np.ndarray, dtype: str) -> np.ndarray:
+    """A float64 reference as an output of `dtype` holds it: values past the range become the infinity."""
+    if dtype not in ("float16", "bfloat16", "float32"):
+        return r
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = r.astype(to_numpy(dtype)).astype(np.float64)
+    return np.where(np.isinf(rounded) & np.isfinite(r), rounded, r)
+
+
+@dataclass
+class Expected:
+    """The reference's outputs and, per output, the mask of judged elements and the comparison settings."""
+    values: list[np.ndarray]
+    masks: list[np.ndarray]
+    dtypes: list[str]
+    tol_dtype: list[str]
+    reduction: int
+    klass: str
+    scales: list[float]
+
+    @property
+    def judged(self) -> int:
+        return int(sum(int(m.sum()) for m in self.masks))
+
+    @property
+    def total(self) -> int:
+        return int(sum(m.size for m in self.masks))
+
+
+def expected(graph, arrays: list[np.ndarray]) -> Expected:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)       # numpy's IEEE warnings say nothing here
+        with np.errstate(all="ignore"):
+            return _expected(graph, arrays)
+
+
+def _expected(graph, arrays: list[np.ndarray]) -> Expected:
+    ref = evaluate(graph, *arrays)
+    variants = [evaluate_with(graph, arrays, _eager), evaluate_with(graph, arrays, _perturb(1.0)),
+                evaluate_with(graph, arrays, _perturb(-1.0))]
+    k = reduction_length(graph)
+    klass = op_class(graph)
+    weakest = weakest_float(graph)
+    masks, tols, scales = [], [], []
+    for i, v in enumerate(graph.outputs):
+        r = ref[i]
+        tol_dt = weakest if is_float(v.dtype) and weakest else v.dtype
+        if is_float(v.dtype):
+            r = ref[i] = _in_range(r.astype(np.float64), v.dtype)
+            finite = np.isfinite(r)
+            scale = float(np.max(np.abs(r[finite]))) if finite.any() else 0.0
+        else:
+            scale = 0.0
+        mask = np.ones(r.shape, bool)
+        for var in variants:
+            mask &= agree(var[i], r, v.dtype, tol_dt, k, klass, scale)
+        masks.append(mask)
+        tols.append(tol_dt)
+        scales.append(scale)
+    return Expected(ref, masks, [v.dtype for v in graph.outputs], tols, k, klass, scales)
+
+
+def agree(a: np.ndarray, r: np.ndarray, dtype: str, tol_dtype: str, k: int, klass: str, scale: float) -> np.ndarray:
+    """Elementwise: does `a` agree with the reference `r` (already in the output's range)?"""
+    if not is_float(dtype):
+        return np.asarray(a == r) if dtype == "bool" else np.asarray(a.astype(np.int64) == r.astype(np.int64))
+    a = _in_range(np.asarray(a, np.float64), dtype)
+    rtol, factor = tolerance(tol_dtype, k, klass)
+    atol = factor * max(scale, 1e-30)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.abs(a - r) <= atol + rtol * np.abs(r)
+    same_special = (np.isnan(a) & np.isnan(r)) | (np.isinf(r) & (a == r))
+    return np.where(np.isfinite(r) & np.isfinite(a), close, same_special)
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    message: str = ""
+    output: int = -1
+    mismatches: int = 0
+
+
+def judge(exp: Expected, outs: list[np.ndarray]) -> Verdict:
+    """A backend's outputs against the expectation, on the judged elements."""
+    if len(outs) != len(exp.values):
+        return Verdict(False, f"{len(outs)} outputs, the reference has {len(exp.values)}")
+    for i, (o, r, m, dt) in enumerate(zip(outs, exp.values, exp.masks, exp.dtypes)):
+        o = np.asarray(o)
+        if o.shape != r.shape:
+            return Verdict(False, f"output {i}: shape {o.shape}, the reference's is {r.shape}", i, o.size)
+        want = to_numpy(dt) if dt != "bool" else np.dtype(np.bool_)
+        if o.dtype != want:
+            return Verdict(False, f"output {i}: dtype {o.dtype}, expected {dt}", i, o.size)
+        if not m.any():
+            continue
+        if is_float(dt):
+            oo = np.where(m, o.astype(np.float64), 0.0)
+            rr = np.where(m, r.astype(np.float64), 0.0)
+        else:
+            oo = np.where(m, o, np.zeros((), o.dtype))
+            rr = np.where(m, r, np.zeros((), r.dtype)).astype(o.dtype)
+        c = compare(oo.astype(o.dtype) if not is_float(dt) else oo, rr, exp.tol_dtype[i], exp.reduction, exp.klass,
+                    scale=exp.scales[i] if is_float(dt) else None)
+        if not c.ok:
+            return Verdict(False, f"output {i}: {c.message}", i, c.mismatches)
+    return Verdict(True)
