@@ -4,10 +4,19 @@
 
 For each operator: the median time of each contender (xbench's timing protocol: warm-up, repeated samples,
 median and spread, noisy runs flagged), the ratio of each peer's time to xbench's (>1 means xbench is faster),
-and xbench's % of this machine's limit measured in the same run: memory bandwidth (STREAM triad, all cores)
-for the row-wise and elementwise ops, peak FLOP/s (xbench's own FMA kernel) for the contractions. Then the
-compile-time story per operator, each in a new process after the runtime's once-per-process start (timed
-apart): cold compile (empty cache) and warm start (the cache the cold run left).
+and xbench's % of this machine's limit measured in the same run. Row-wise and elementwise ops are priced at the
+memory bandwidth (a STREAM triad on all cores, counting the bytes memory really moves, write-allocate reads
+included; xbench's traffic is counted the same way: reads, writes and the write-allocate read of every output
+line its ordinary stores write), contractions at peak FLOP/s (xbench's FMA kernel on all cores). Work is counted
+twice where the algorithm differs from the definition: *nominal* (the operator's own FLOP: 2·N·K·C·H·W·9 for a
+3x3 convolution) and *executed* (what the chosen algorithm does: Winograd F(2x2, 3x3) multiplies 16 times per
+2x2 output tile and channel pair, 4/9 of the nominal products); the % limit is of executed work, the nominal
+rate is shown beside it as an effective rate. The limits are the best of many short runs (noise on a shared
+host only slows a run), measured at the start and again at the end; the higher is used, and a gap between the
+two is reported. No honest kernel can be above 100 % of its limit: one that is means the limit or the count is
+wrong, and is flagged.
+Then the compile-time story per operator, each in a new process after the runtime's once-per-process start
+(timed apart): cold compile (empty cache) and warm start (the cache the cold run left).
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ import textwrap
 import numpy as np
 
 import xbench as xb
+from xbench.backends import get as get_backend
 from xbench.profile.timing import bench
 
 ops = xb.ops
@@ -69,7 +79,7 @@ def _np_conv2d(x, w):
 def cases(quick: bool):
     n = 1024 if quick else 4096
     x, w, b = f32(n, n), f32(n), f32(n)
-    rowbytes = 2 * x.nbytes
+    rowbytes = 3 * x.nbytes          # read x, write the output, and the write-allocate read of its lines
     out = []
     out.append(("softmax", lambda: ops.softmax(x), lambda: _np_softmax(x),
                 lambda t: (lambda tx: (lambda: t.softmax(tx, -1)))(t.from_numpy(x)), rowbytes, 0))
@@ -107,16 +117,72 @@ def cases(quick: bool):
     return out
 
 
+def _llc() -> int:
+    """Bytes of the last-level cache (a row-wise op moving less than twice this runs partly from cache)."""
+    from xbench.hw.calibrate import read_caches
+    return max(c["size"] for c in read_caches())
+
+
+def executed_flops(name: str, flops: float) -> tuple[float, str]:
+    """(FLOP the algorithm xbench chose executes, what it is) for a case whose nominal FLOP are `flops`."""
+    if name != "conv2d":
+        return flops, ""
+    nb = 2 if _QUICK else 8
+    xi, wc = np.zeros((nb, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
+    art = ops.conv2d.compile("cpu", xi, wc, None, 1, 1)
+    window = next((k.schedule.get("window") for k in art.kernels if "window" in k.schedule), None)
+    if window != "winograd":
+        return flops, f"window={window}: the nominal products"
+    tiles = nb * -(-56 // 2) * -(-56 // 2)
+    return 2.0 * 16 * 64 * 64 * tiles, "Winograd F(2x2,3x3): 16 products per tile and channel pair (GEMMs only)"
+
+
+_QUICK = False
+
+
 # ---- machine limits, measured in this run -------------------------------------------------------------
 
 def machine_limits() -> tuple[float, float]:
     """(bytes/s of a STREAM triad, float32 FLOP/s of an FMA kernel) on all cores, measured now with xbench's
-    calibration code (medians of several runs)."""
+    calibration code: the best of many short runs (a busy host only slows a run down)."""
     from xbench.hw.calibrate import measure_peaks, measure_triad
     threads = os.cpu_count() or 1
-    bw = measure_triad(threads, 1 << 24, 5)[0]
-    peak = measure_peaks(threads, 5, 0.2)["float32"][0]
+    bw = measure_triad(threads, 1 << 23, 20)[2]         # 3 x 64 MiB, well past the last-level cache
+    peak = measure_peaks(threads, 20, 0.02)["float32"][2]
     return bw, peak
+
+
+# ---- the default schedule across sizes ----------------------------------------------------------------
+
+def schedule_sweep(sizes=(64, 128, 192, 256, 384, 512, 768, 1024)) -> None:
+    """softmax at n x n: the default schedule against the serial and the parallel one, alternately (medians of
+    three rounds), and whether a smaller input is ever slower than a larger one by default."""
+    print("\ndefault parallel/serial choice: softmax n x n float32, Artifact.run, medians of 3 alternating rounds")
+    print(f"  {'n':>5s}  {'default':>7s}  {'time':>9s}  {'serial':>9s}  {'parallel':>9s}")
+    times = []
+    for n in sizes:
+        x = f32(n, n)
+        arts = {}
+        be = get_backend("cpu")
+        kernels = ops.softmax.lower(x).kernels
+        for how in ("default", "serial", "parallel"):
+            # the backend's default schedule itself (op.compile would take a tuned one from the database)
+            arts[how] = ops.softmax.compile("cpu", x, schedule={
+                k.name: {**be.default_schedule(k), **({} if how == "default" else {"parallel": how == "parallel"})}
+                for k in kernels})
+            arts[how].run(x)
+        got = {h: [] for h in arts}
+        for _ in range(3):
+            for h, a in arts.items():
+                got[h].append(bench(lambda a=a: a.run(x), max_total_s=0.2).median_ms)
+        med = {h: float(np.median(v)) * 1e3 for h, v in got.items()}
+        par = arts["default"].kernels[0].schedule.get("parallel")
+        times.append(med["default"])
+        print(f"  {n:5d}  {'parallel' if par else 'serial':>8s} {med['default']:7.1f} us  {med['serial']:6.1f} us  "
+              f"{med['parallel']:6.1f} us")
+    worse = [f"{a}->{b}" for (a, ta), (b, tb) in zip(zip(sizes, times), zip(sizes[1:], times[1:])) if ta > tb * 1.05]
+    print("  a smaller input is never slower than a larger one by default" if not worse else
+          "  slower than the next larger size: " + ", ".join(worse))
 
 
 # ---- compile times ------------------------------------------------------------------------------------
@@ -166,6 +232,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it takes minutes)")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold/warm compile measurements")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the default schedule's size sweep")
     args = ap.parse_args()
     try:
         import torch
@@ -180,12 +247,16 @@ def main() -> int:
     print(f"peers: numpy {np.__version__}" + (f", torch {torch.__version__} eager" + ("" if args.no_compile
                                                                                   else " and torch.compile")
                                                if torch else " (torch not installed: no PyTorch peers)"))
+    global _QUICK
+    _QUICK = args.quick
     bw, peak = machine_limits()
-    print(f"limits measured now: memory bandwidth {bw / 1e9:.1f} GB/s (triad), peak float32 {peak / 1e9:.0f} GFLOP/s")
+    print(f"limits measured now (best of 20 short runs): memory bandwidth {bw / 1e9:.1f} GB/s (triad, write-allocate "
+          f"counted), peak float32 {peak / 1e9:.0f} GFLOP/s")
     only = {s for s in args.only.split(",") if s}
     rows = []
+    results = []
     header = f"{'op':12s} {'xbench':>18s} {'numpy':>18s} {'torch':>18s} {'compile':>18s}  " \
-             f"{'vs np':>6s} {'vs eager':>8s} {'vs comp':>8s}  {'% limit':>8s}"
+             f"{'vs np':>6s} {'vs eager':>8s} {'vs comp':>8s}  {'% limit':>16s}"
     print("\n" + header + "\n" + "-" * len(header))
     for name, xb_fn, np_fn, torch_fn, nbytes, flops in cases(args.quick):
         if only and name not in only:
@@ -201,7 +272,10 @@ def main() -> int:
                 compiled = torch.compile(eager)
                 compiled()
                 t_tc = bench(compiled)
-        pct = (flops / (t_xb.median_ms * 1e-3) / peak if flops else nbytes / (t_xb.median_ms * 1e-3) / bw) * 100
+        executed, how = executed_flops(name, flops)
+        results.append((name, t_xb.min_ms, flops, executed, how, nbytes))
+        pct = (executed / (t_xb.median_ms * 1e-3) / peak if flops else nbytes / (t_xb.median_ms * 1e-3) / bw) * 100
+        limit = f"{pct:5.1f}% {'peak' if flops else 'bw'}" if flops or nbytes >= 2 * _llc() else "(in cache)"
 
         def cell(t):
             return f"{t.median_ms:9.3f} ms{'~' if t and t.noisy else ' '}" if t else f"{'-':>12s}"
@@ -210,10 +284,31 @@ def main() -> int:
             return f"{t.median_ms / t_xb.median_ms:6.2f}x" if t else f"{'-':>7s}"
 
         print(f"{name:12s} {cell(t_xb):>18s} {cell(t_np):>18s} {cell(t_te):>18s} {cell(t_tc):>18s}  "
-              f"{ratio(t_np):>6s} {ratio(t_te):>8s} {ratio(t_tc):>8s}  {pct:7.1f}%")
+              f"{ratio(t_np):>6s} {ratio(t_te):>8s} {ratio(t_tc):>8s}  {limit:>16s}")
+        if executed != flops:
+            eff = flops / (t_xb.median_ms * 1e-3)
+            print(f"{'':12s} work executed {executed / 1e9:.2f} GFLOP of {flops / 1e9:.2f} nominal ({how}); "
+                  f"effective rate {eff / 1e9:.0f} GFLOP/s = {eff / peak:.0%} of peak by nominal work")
         rows.append(name)
     print("(~ marks a noisy timing: spread over 10 % of the median; ratios are peer time / xbench time, so > 1 "
-          "means xbench is faster; % limit is of bandwidth for row-wise ops, of peak FLOP/s for contractions)")
+          "means xbench is faster; % limit is of the triad bandwidth (bw) for row-wise ops, with xbench's bytes "
+          "counted as the triad's are (not shown where the data fit in the last-level cache), and of peak FLOP/s "
+          "(peak) of executed work for contractions)")
+    bw2, peak2 = machine_limits()
+    print(f"\nlimits measured again at the end: bandwidth {bw2 / 1e9:.1f} GB/s ({bw2 / bw - 1:+.0%}), peak "
+          f"{peak2 / 1e9:.0f} GFLOP/s ({peak2 / peak - 1:+.0%})")
+    bw, peak = max(bw, bw2), max(peak, peak2)
+    over = []
+    for name, best_ms, flops, executed, _, nbytes in results:
+        if not flops and nbytes < 2 * _llc():
+            continue               # cache-resident: the memory triad is not its limit
+        frac = executed / (best_ms * 1e-3) / peak if flops else nbytes / (best_ms * 1e-3) / bw
+        if frac > 1.0:
+            over.append(f"{name} {frac:.0%}")
+    print("check: no operator's fastest run is above its limit (the higher of the two measurements)" if not over
+          else "FLAGGED above the limit (the limit or the work count is wrong): " + ", ".join(over))
+    if not args.no_sweep:
+        schedule_sweep()
     if not args.no_cold:
         print("\ncompile: first call minus second call in a new process, with an empty cache (cold) and with the "
               "cache the cold run left (warm), medians of 3 fresh caches, after the runtime's start (numba's registries, the BLAS bindings, "

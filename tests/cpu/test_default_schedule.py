@@ -76,3 +76,22 @@ def test_backend_makes_threads_sleep_between_loops_unless_told_otherwise():
     out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ACTIVE"
+
+
+def test_parallel_loops_use_only_the_cores_no_other_task_is_running_on(tmp_path, monkeypatch):
+    from xbench.backends.cpu import tasks
+
+    def with_loadavg(text):
+        f = tmp_path / "loadavg"
+        f.write_text(text)
+        monkeypatch.setattr(tasks, "_loadavg", [os.open(f, os.O_RDONLY)])
+        try:
+            return tasks.free_cores()
+        finally:
+            os.close(tasks._loadavg[0])
+
+    monkeypatch.setattr(tasks, "_CORES", 4)
+    assert with_loadavg("0.50 0.40 0.30 1/120 999\n") == 4          # only this thread runs
+    assert with_loadavg("2.50 2.40 2.30 3/120 999\n") == 2          # two others hold two cores
+    assert with_loadavg("9.00 8.00 7.00 12/140 999\n") == 1         # oversubscribed: run on this thread alone
+    assert with_loadavg("garbled\n") == 4

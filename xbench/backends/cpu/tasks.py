@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import ctypes
 import functools
+import os
 
 import numpy as np
 from llvmlite import ir
@@ -157,13 +158,30 @@ def _launch_args(n: int, threads: int, k: int) -> tuple:
     return sched, sched.ctypes.data, (ctypes.c_size_t * 1)(threads), (ctypes.c_size_t * k)(sched.strides[0])
 
 
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_loadavg: list[int] = []
+
+
+def free_cores() -> int:
+    """Cores not running another task right now (/proc/loadavg's count of runnable tasks, read in about a
+    microsecond from an open file; this thread is one of them). A parallel loop waits for its slowest thread:
+    where other processes hold the cores, a thread of ours waits for a time slice (4-16 ms) before it runs."""
+    try:
+        if not _loadavg:
+            _loadavg.append(os.open("/proc/loadavg", os.O_RDONLY))
+        running = int(os.pread(_loadavg[0], 64, 0).split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return _CORES
+    return max(1, _CORES - max(0, running - 1))
+
+
 def parallel_for(task, which: int, n: int, *arrays: np.ndarray) -> None:
-    """Run the compiled `task` over [0, n) on numba's threads (`numba.set_num_threads` applies), one chunk
-    per thread, with `which` as its data pointer (the kernel to run); `arrays` are the C-contiguous buffers it
-    views, in order."""
+    """Run the compiled `task` over [0, n) on numba's threads (`numba.set_num_threads` applies) that have a
+    core free (`free_cores`), one chunk per thread, with `which` as its data pointer (the kernel to run);
+    `arrays` are the C-contiguous buffers it views, in order."""
     if n <= 0:
         return
-    threads = max(1, min(get_num_threads(), n))
+    threads = max(1, min(get_num_threads(), n, free_cores()))
     k = len(arrays) + 1
     _, sched, dims, steps = _launch_args(n, threads, k)
     argv = (ctypes.c_void_p * k)(sched, *(a.__array_interface__["data"][0] for a in arrays))
