@@ -12,6 +12,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from ..profile.timing import fmt_time
 from .runner import (
     DEFAULT_SIZES,
     PROFILER_MISSING,
@@ -38,20 +39,6 @@ _CODE_STYLE = ("max-height: 32em; overflow: auto; white-space: pre; font-size: 1
 
 
 # ---- formatting ---------------------------------------------------------------------------------------------
-
-def fmt_time(ms: float | None) -> str:
-    """A duration with three significant digits in the unit that suits it (ns, µs, ms, s). The number is
-    always four characters wide (' 314', '31.4', '3.14'), so tables of times keep their columns."""
-    if ms is None:
-        return "—"
-    v, unit = ms * 1e6, "ns"
-    for name, scale in (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)):
-        v, unit = float(f"{ms * 1e6 / scale:.3g}"), name
-        if v < 1000:
-            break
-    num = f"{v:4.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
-    return f"{num} {unit}"
-
 
 def fmt_error(x: float | None) -> str:
     return "—" if x is None else f"{x:.1e}"

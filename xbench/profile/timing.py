@@ -14,6 +14,20 @@ from dataclasses import dataclass
 NOISY = 0.10
 
 
+def fmt_time(ms: float | None) -> str:
+    """A duration with three significant digits in the unit that suits it (ns, µs, ms, s). The number is
+    always four characters wide (' 314', '31.4', '3.14'), so tables of times keep their columns."""
+    if ms is None:
+        return "—"
+    v, unit = ms * 1e6, "ns"
+    for name, scale in (("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)):
+        v, unit = float(f"{ms * 1e6 / scale:.3g}"), name
+        if v < 1000:
+            break
+    num = f"{v:4.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+    return f"{num} {unit}"
+
+
 @dataclass(frozen=True)
 class Timing:
     median_ms: float

@@ -22,7 +22,7 @@ from typing import Any
 from .. import backends
 from ..config import log
 from ..errors import XbenchError
-from ..profile.timing import bench
+from ..profile.timing import bench, fmt_time
 from ..verify import check, reference_outputs
 from . import space as S
 from .db import config_text, default_target, kernel_key, tuning_db
@@ -147,11 +147,27 @@ class Progress:
         self.done += 1
         if time_ms is not None and (self.best is None or time_ms < self.best):
             self.best = time_ms
-        best = f"best {self.best:.3f} ms{' (predicted)' if predicted else ''}" if self.best else "no valid candidate yet"
+        best = f"best so far {fmt_time(self.best).strip()}{' (predicted)' if predicted else ''}" if self.best \
+            else "no valid candidate yet"
         if not self.enabled:
             return
         if self.widget is not None:
             self.bar.value = self.done
+            self.text.value = f"{self.label}: {self.done}/{self.total} &nbsp; {best}"
+        else:
+            sys.stderr.write(f"\r{self.label}: {self.done}/{self.total}  {best}   ")
+            sys.stderr.flush()
+
+    def finish(self, best_ms: float | None, predicted: bool) -> None:
+        """End on the kernel's final best time (the table's: the top few re-measured side by side), so the bar
+        never shows a time the result does not have."""
+        self.best = best_ms
+        if not self.enabled:
+            return
+        label = " (predicted)" if predicted else " (re-measured)"
+        best = f"best {fmt_time(best_ms).strip()}{label}" if best_ms is not None else "no valid candidate"
+        if self.widget is not None:
+            self.bar.value = self.bar.max
             self.text.value = f"{self.label}: {self.done}/{self.total} &nbsp; {best}"
         else:
             sys.stderr.write(f"\r{self.label}: {self.done}/{self.total}  {best}   ")
@@ -289,9 +305,9 @@ def _tune_kernel(run: _Run, k, restrict) -> KernelResult:
     else:
         for _ in order:       # guided: the strategy measures through `evaluate` itself, one step at a time
             pass
-    bar.close()
     valid = [c for c in cands if c.status in ("measured", "predicted")]
     if not valid:
+        bar.close()
         raise XbenchError(f"no candidate schedule of {k.name} passed verification",
                           hint="the rejected candidates are in the result and in xb.tuning_db()")
     top = sorted(valid, key=lambda c: c.time_ms)[:run.top]
@@ -300,6 +316,8 @@ def _tune_kernel(run: _Run, k, restrict) -> KernelResult:
         _remeasure(run, k.name, top)
     default = next((c for c in cands if c.config == sp.configs[0] and c.time_ms is not None), None)
     best = min(valid, key=lambda c: c.time_ms)
+    bar.finish(best.time_ms, run.predicted)
+    bar.close()
     run.current[k.name] = best.config
     default_ms = default.time_ms if default else None
     db.set_best(key, best.config, best.time_ms, default_ms, run.predicted, **meta)
