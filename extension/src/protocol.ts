@@ -43,7 +43,9 @@ export interface BackendResult {
   message: string | null;
   registers_per_thread: number | null;
   ub_bytes: number | null;
+  /** The time is predicted (for `target`), not measured: it is never ranked against measured times. */
   predicted: boolean;
+  target: string | null;
 }
 
 export interface OperatorRecord {
@@ -121,7 +123,8 @@ function parseBackend(value: Json, where: string): BackendResult {
     message: nullableString(value.message, `${where}.message`),
     registers_per_thread: nullableNumber(value.registers_per_thread, `${where}.registers_per_thread`),
     ub_bytes: nullableNumber(value.ub_bytes, `${where}.ub_bytes`),
-    predicted: value.predicted === true
+    predicted: value.predicted === true,
+    target: nullableString(value.target, `${where}.target`)
   };
 }
 

@@ -107,8 +107,10 @@ function OperatorItem(props: { row: OperatorRow; onOpen: (name: string) => void 
         ))}
       </div>
       <dl className="xb-Operator-metrics">
-        <dt>best</dt>
+        <dt>best measured</dt>
         <dd data-metric="best">{row.best}</dd>
+        <dt>predicted</dt>
+        <dd data-metric="predicted">{row.predicted}</dd>
         <dt>registers/thread</dt>
         <dd data-metric="registers">{row.registers}</dd>
         <dt>UB bytes</dt>

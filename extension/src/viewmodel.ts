@@ -18,7 +18,10 @@ export interface OperatorRow {
   signature: string;
   dims: string;
   chips: Chip[];
+  /** The fastest measured time and its backend ("—" when nothing was measured). */
   best: string;
+  /** Predicted times, each with the target it is for (never ranked against the measured ones). */
+  predicted: string;
   registers: string;
   ubBytes: string;
 }
@@ -53,7 +56,8 @@ export function formatBytes(bytes: number | null): string {
 function chipTitle(backend: string, result: BackendResult): string {
   const parts = [`${backend}: ${result.status}${result.predicted ? ' (predicted time)' : ''}`];
   if (result.time_ms !== null) {
-    parts.push(`time ${formatTime(result.time_ms)}`);
+    const where = result.predicted && result.target ? ` on ${result.target}` : '';
+    parts.push(`time ${formatTime(result.time_ms)}${where}`);
   }
   if (result.max_abs_error !== null) {
     parts.push(`max |error| ${result.max_abs_error.toExponential(2)}`);
@@ -85,11 +89,15 @@ export function toRow(record: OperatorRecord): OperatorRow {
     label: `${backend} ${STATUS_MARK[result.status]}${result.predicted ? ' predicted' : ''}`,
     title: chipTitle(backend, result)
   }));
+  // Only measured times are ranked: a predicted time is for other hardware.
   let best = '—';
-  if (record.best) {
-    const predicted = record.backends[record.best.backend]?.predicted ? ' (predicted)' : '';
-    best = `${formatTime(record.best.time_ms)} on ${record.best.backend}${predicted}`;
+  const bestResult = record.best ? record.backends[record.best.backend] : undefined;
+  if (record.best && bestResult && !bestResult.predicted && bestResult.status === 'pass') {
+    best = `${formatTime(record.best.time_ms)} on ${record.best.backend}`;
   }
+  const predictedCells = backends
+    .filter(([, r]) => r.predicted && r.status === 'pass' && r.time_ms !== null)
+    .map(([b, r]) => `${b} ${formatTime(r.time_ms)}${r.target ? ` (${r.target})` : ''}`);
   return {
     name: record.name,
     signature: record.signature,
@@ -98,6 +106,7 @@ export function toRow(record: OperatorRecord): OperatorRow {
       .join(', '),
     chips,
     best,
+    predicted: predictedCells.length ? predictedCells.join(', ') : '—',
     registers: perBackend(backends, r => r.registers_per_thread, String),
     ubBytes: perBackend(backends, r => r.ub_bytes, formatBytes)
   };

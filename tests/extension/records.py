@@ -26,11 +26,11 @@ SOFTMAX: dict[str, Any] = {
     "backends": {
         "cpu": {"status": "pass", "time_ms": 1.8234, "max_abs_error": 5.96e-8},
         "cuda": {"status": "pass", "time_ms": 0.04125, "max_abs_error": 1.19e-7,
-                 "registers_per_thread": 32, "predicted": True},
+                 "registers_per_thread": 32, "predicted": True, "target": "h100"},
         "ascend": {"status": "pass", "time_ms": 0.0871, "max_abs_error": 2.4e-7,
-                   "ub_bytes": 49152, "predicted": True},
+                   "ub_bytes": 49152, "predicted": True, "target": "ascend-910b"},
     },
-    "best": {"backend": "cuda", "time_ms": 0.04125},
+    "best": {"backend": "cpu", "time_ms": 1.8234},
     "sources": {
         "cpu": "@numba.njit(parallel=True)\ndef softmax_kernel(x, out):\n    ...\n",
         "cuda": "@cuda.jit\ndef softmax_kernel(x, out):\n    row = cuda.blockIdx.x\n",

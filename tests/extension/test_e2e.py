@@ -176,7 +176,9 @@ def _drive(page: playwright_sync.Page, lab: LabServer, case: Case, name: str, sh
             playwright_sync.expect(item.locator("[data-metric='best']")).to_contain_text(
                 f"on {first['best']['backend']}")
         if case.notebook.name == "e2e.ipynb":
-            playwright_sync.expect(item.locator("[data-metric='best']")).to_have_text("41.3 µs on cuda (predicted)")
+            playwright_sync.expect(item.locator("[data-metric='best']")).to_have_text("1.82 ms on cpu")
+            playwright_sync.expect(item.locator("[data-metric='predicted']")).to_have_text(
+                "cuda 41.3 µs (h100), ascend 87.1 µs (ascend-910b)")
             playwright_sync.expect(item.locator("[data-metric='registers']")).to_have_text("cuda 32")
             playwright_sync.expect(item.locator("[data-metric='ub']")).to_have_text("ascend 16.0 KiB")
         page.screenshot(path=f"{shot}-panel.png")

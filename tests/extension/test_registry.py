@@ -22,8 +22,9 @@ def test_validate_fills_optional_fields_and_orders_sources() -> None:
     checked = validate_record(record)
     cpu = checked["backends"]["cpu"]
     assert cpu == {"status": "pass", "time_ms": 1.8234, "max_abs_error": 5.96e-8, "message": None,
-                   "registers_per_thread": None, "ub_bytes": None, "predicted": False}
+                   "registers_per_thread": None, "ub_bytes": None, "predicted": False, "target": None}
     assert checked["backends"]["cuda"]["registers_per_thread"] == 32
+    assert checked["backends"]["cuda"]["target"] == "h100"
     assert list(checked["sources"]) == ["cpu", "ascend"]
     assert checked["updated"].endswith("+00:00")
     assert record["backends"]["cpu"].get("message", "absent") == "absent"  # input left alone
@@ -38,6 +39,9 @@ def test_validate_fills_optional_fields_and_orders_sources() -> None:
         ({"dims": [64]}, "record 'softmax': dims must be a dict like {'N': 64}, not list"),
         ({"best": {"backend": "tpu", "time_ms": 1.0}},
          "record 'softmax': best.backend is 'tpu', which is not one of its backends (cpu, cuda, ascend)"),
+        ({"best": {"backend": "cuda", "time_ms": 0.04125}},
+         "record 'softmax': best.backend is 'cuda', whose time is predicted; best is the fastest measured "
+         "backend (or None): a predicted time is not ranked against measured ones"),
         ({"sources": {"opencl": "x"}},
          "record 'softmax': sources has unknown kind 'opencl'; use cpu, cuda, ptx, ascend"),
         ({"updated": "yesterday"},
@@ -88,7 +92,7 @@ def test_publish_pushes_updates_without_sources_to_every_sink() -> None:
     assert update["type"] == "update"
     assert "sources" not in update["operator"]
     assert update["operator"]["source_kinds"] == ["cpu", "cuda", "ptx", "ascend"]
-    assert update["operator"]["best"] == {"backend": "cuda", "time_ms": 0.04125}
+    assert update["operator"]["best"] == {"backend": "cpu", "time_ms": 1.8234}
     assert stored["sources"]["ascend"] == ASCEND_SOURCE
 
 

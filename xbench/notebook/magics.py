@@ -163,6 +163,7 @@ class XbenchMagics(Magics):
         try:
             ops = source.run(namespace)
         except CellError as err:
+            self._stale(self._defined(source), err)
             raise self._fail(err) from None
         notes = []
         unknown = runner.unknown_sizes(ops, settings.sizes)
@@ -186,7 +187,9 @@ class XbenchMagics(Magics):
             except Exception as exc:  # the user's own mistake, shown at their line
                 if results:           # what compiled before it still shows
                     display(CellView(results, show, notes))
-                raise self._fail(source.error(exc, f"operator {op.name}")) from None
+                err = source.error(exc, f"operator {op.name}")
+                self._stale([o.name for o in compilable[compilable.index(op):]], err)
+                raise self._fail(err) from None
             self.compiled[op.name] = result
             results.append(result)
             self._publish(result)
@@ -199,6 +202,26 @@ class XbenchMagics(Magics):
         if err.full:
             display(ErrorView(err.full))
         return err
+
+    @staticmethod
+    def _defined(source: CellSource) -> list[str]:
+        """The functions the cell defines (read from its `def` lines when it does not parse)."""
+        try:
+            return source.defined_functions()
+        except CellError:
+            import re
+            return re.findall(r"^def\s+([A-Za-z_]\w*)", source.text, flags=re.MULTILINE)
+
+    def _stale(self, names: list[str], err: CellError) -> None:
+        """Operators of this cell that the panel lists from an earlier run: each backend an error now (a run
+        that raised leaves no pass on show)."""
+        from .registry import registry
+        reg = registry()
+        first = err.short.splitlines()[0].removeprefix("xbench: ") if err.short else "the cell raised"
+        for name in names:
+            previous = reg.get(name)
+            if previous is not None:
+                reg.publish(runner.failed_record(previous, f"the last run of its cell raised: {first}"))
 
     def _publish(self, result: OperatorResult) -> None:
         from .registry import registry

@@ -7,14 +7,19 @@ A record is plain JSON-able data::
       "signature": "softmax(x: Tensor[N, D]) -> Tensor[N, D]",
       "dims": {"N": 64, "D": 1024},
       "backends": {
-        "cuda": {"status": "pass", "time_ms": 0.041, "max_abs_error": 1.2e-7, "message": None,
-                 "registers_per_thread": 32, "ub_bytes": None, "predicted": False},
+        "cpu":  {"status": "pass", "time_ms": 0.013, "max_abs_error": 3e-8, "message": None,
+                 "registers_per_thread": None, "ub_bytes": None, "predicted": False, "target": None},
+        "cuda": {"status": "pass", "time_ms": 0.0062, "max_abs_error": 1.2e-7, "message": None,
+                 "registers_per_thread": 32, "ub_bytes": None, "predicted": True, "target": "h100"},
         ...
       },
-      "best": {"backend": "cuda", "time_ms": 0.041},      # or None
+      "best": {"backend": "cpu", "time_ms": 0.013},       # the fastest *measured* time, or None
       "sources": {"cpu": "...", "cuda": "...", "ptx": "...", "ascend": "..."},  # those that exist
       "updated": "2025-01-01T12:00:00+00:00",
     }
+
+A predicted time (`predicted: True`, for `target`) is never ranked against a measured one: `best` is the
+fastest measured backend (a record whose `best` names a predicted one is refused).
 
 `Registry.publish` checks a record (every error names the field and says what to write), fills in the
 optional fields, and hands the update to every attached sink (see `xbench.notebook.comm`).
@@ -42,6 +47,7 @@ _BACKEND_FIELDS: dict[str, tuple[tuple[type, ...], bool, Any]] = {
     "registers_per_thread": ((int,), True, None),
     "ub_bytes": ((int,), True, None),
     "predicted": ((bool,), False, False),
+    "target": ((str,), True, None),
 }
 _RECORD_FIELDS = ("name", "signature", "dims", "backends", "best", "sources", "updated")
 
@@ -144,6 +150,10 @@ def validate_record(record: Mapping[str, Any]) -> dict[str, Any]:
         if best["backend"] not in checked:
             raise RecordError(f"record {name!r}: best.backend is {best['backend']!r}, which is not one of "
                               f"its backends ({', '.join(checked) or 'none'})")
+        if checked[best["backend"]]["predicted"]:
+            raise RecordError(f"record {name!r}: best.backend is {best['backend']!r}, whose time is predicted; "
+                              f"best is the fastest measured backend (or None): a predicted time is not "
+                              f"ranked against measured ones")
         time_ms = _check_value(f"record {name!r}: best.time_ms", best["time_ms"], (int, float), False)
         best = {"backend": best["backend"], "time_ms": float(time_ms)}
 

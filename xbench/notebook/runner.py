@@ -369,10 +369,10 @@ class OperatorResult:
         from .registry import SOURCE_KINDS
         backends = {}
         for name, r in self.backends.items():
-            time_ms = r.time_ms
-            predicted = r.predicted
-            if time_ms is None:
-                time_ms = _predicted_ms(self.profile, name)
+            time_ms, target = r.time_ms, None
+            if time_ms is None and r.predicted:
+                found = predicted_time(self.profile, name)
+                time_ms, target = found if found else (None, None)
             backends[name] = {
                 "status": r.status,
                 "time_ms": time_ms,
@@ -380,9 +380,12 @@ class OperatorResult:
                 "message": r.message,
                 "registers_per_thread": r.registers,
                 "ub_bytes": r.ub_bytes,
-                "predicted": predicted,
+                "predicted": r.predicted,
+                "target": target,
             }
-        timed = [(v["time_ms"], k) for k, v in backends.items() if v["status"] == "pass" and v["time_ms"] is not None]
+        # the fastest measured time: a predicted one (another machine's) is never ranked against it
+        timed = [(v["time_ms"], k) for k, v in backends.items()
+                 if v["status"] == "pass" and v["time_ms"] is not None and not v["predicted"]]
         best = {"backend": min(timed)[1], "time_ms": min(timed)[0]} if timed else None
         return {
             "name": self.op.name,
@@ -392,6 +395,16 @@ class OperatorResult:
             "best": best,
             "sources": {k: v for k, v in self.sources().items() if k in SOURCE_KINDS},
         }
+
+
+def failed_record(previous: Mapping[str, Any], message: str) -> dict[str, Any]:
+    """The registry record of an operator whose cell raised when run again: every backend an error with the
+    message, no time, no sources (what it showed before is no longer what the cell defines)."""
+    backends = {b: {"status": "error", "time_ms": None, "max_abs_error": None, "message": message,
+                    "registers_per_thread": None, "ub_bytes": None, "predicted": bool(r.get("predicted")),
+                    "target": None} for b, r in previous["backends"].items()}
+    return {"name": previous["name"], "signature": previous["signature"], "dims": dict(previous["dims"]),
+            "backends": backends, "best": None, "sources": {}}
 
 
 def _measured_from(profile: ProfileResult, backend: str, result: BackendResult) -> None:
@@ -413,11 +426,6 @@ def predicted_time(profile: ProfileResult | None, backend: str) -> tuple[float, 
         if isinstance(m.value, (int, float)) and math.isfinite(m.value):
             return float(m.value), str(m.target)
     return None
-
-
-def _predicted_ms(profile: ProfileResult | None, backend: str) -> float | None:
-    found = predicted_time(profile, backend)
-    return found[0] if found else None
 
 
 def signature(op: Operator) -> str:

@@ -23,7 +23,8 @@ export function softmaxWire(): Record<string, unknown> {
         message: null,
         registers_per_thread: 32,
         ub_bytes: null,
-        predicted: true
+        predicted: true,
+        target: 'h100'
       },
       ascend: {
         status: 'fail',
@@ -35,7 +36,7 @@ export function softmaxWire(): Record<string, unknown> {
         predicted: false
       }
     },
-    best: { backend: 'cuda', time_ms: 0.04125 },
+    best: { backend: 'cpu', time_ms: 1.8234 },
     source_kinds: ['ascend', 'cpu', 'ptx', 'cuda'],
     updated: '2025-01-01T12:00:00+00:00'
   };
@@ -54,7 +55,8 @@ export function record(name: string, updated = '2025-01-01T12:00:00+00:00'): Ope
         message: null,
         registers_per_thread: null,
         ub_bytes: null,
-        predicted: false
+        predicted: false,
+        target: null
       }
     },
     best: { backend: 'cpu', time_ms: 0.5 },

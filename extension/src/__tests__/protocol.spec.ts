@@ -15,7 +15,9 @@ describe('parseKernelMessage', () => {
     expect(op.backends.cuda.registers_per_thread).toBe(32);
     expect(op.backends.cuda.predicted).toBe(true);
     expect(op.backends.ascend.message).toBe('row 3 differs from the reference');
-    expect(op.best).toEqual({ backend: 'cuda', time_ms: 0.04125 });
+    expect(op.best).toEqual({ backend: 'cpu', time_ms: 1.8234 });
+    expect(op.backends.cuda.target).toBe('h100');
+    expect(op.backends.cpu.target).toBeNull();
   });
 
   it('reads update, remove, source and error messages', () => {

@@ -9,11 +9,30 @@ describe('toRow', () => {
     expect(row.chips.map(chip => chip.label)).toEqual(['cpu ✓', 'cuda ✓ predicted', 'ascend ✗']);
     expect(row.chips.map(chip => chip.status)).toEqual(['pass', 'pass', 'fail']);
     expect(row.chips[2].title).toBe('ascend: fail\nmax |error| 5.00e-1\nrow 3 differs from the reference');
-    expect(row.chips[1].title).toBe('cuda: pass (predicted time)\ntime 41.3 µs\nmax |error| 1.19e-7');
+    expect(row.chips[1].title).toBe('cuda: pass (predicted time)\ntime 41.3 µs on h100\nmax |error| 1.19e-7');
   });
 
-  it('formats best time, registers, UB bytes and dims', () => {
-    expect(row.best).toBe('41.3 µs on cuda (predicted)');
+  it('ranks only measured times, and lists predicted ones with their target', () => {
+    expect(row.best).toBe('1.82 ms on cpu');
+    expect(row.predicted).toBe('cuda 41.3 µs (h100)');
+    // a record (of an older kernel) whose best names a predicted time: it is not shown as the best
+    const wire = softmaxWire();
+    wire.best = { backend: 'cuda', time_ms: 0.04125 };
+    expect(toRow(parseRecord(wire)).best).toBe('—');
+  });
+
+  it('shows no pass after a run that raised', () => {
+    const wire = softmaxWire();
+    for (const result of Object.values(wire.backends as Record<string, any>)) {
+      Object.assign(result, { status: 'error', time_ms: null, message: 'the last run of its cell raised: ...' });
+    }
+    wire.best = null;
+    const row = toRow(parseRecord(wire));
+    expect(row.chips.map(chip => chip.label)).toEqual(['cpu !', 'cuda ! predicted', 'ascend !']);
+    expect([row.best, row.predicted]).toEqual(['—', '—']);
+  });
+
+  it('formats registers, UB bytes and dims', () => {
     expect(row.registers).toBe('cuda 32');
     expect(row.ubBytes).toBe('ascend 48.0 KiB');
     expect(row.dims).toBe('N=64, D=1024');
