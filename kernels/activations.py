@@ -29,7 +29,18 @@ def _gelu(x, approximate: str):
     return 0.5 * x * (1.0 + xb.erf(x * _INV_SQRT_2))
 
 
-@register("activation", samples=unary(-4.0, 4.0, kwargs=({}, {"approximate": "tanh"})), torch=F + "gelu",
+def _torch_gelu(torch, input, approximate="none"):
+    """F.gelu; at +inf, the value of its float64 kernel: the vectorised float32 and bfloat16 CPU kernels of the
+    exact form give NaN there (0.5 * inf * (1 + erf(inf)) is inf, as the float64 and float16 kernels give)."""
+    out = torch.nn.functional.gelu(input, approximate=approximate)
+    if input.dtype.is_floating_point:
+        at_inf = input == float("inf")
+        out = torch.where(at_inf, torch.nn.functional.gelu(input.double(), approximate=approximate).to(out.dtype),
+                          out)
+    return out
+
+
+@register("activation", samples=unary(-4.0, 4.0, kwargs=({}, {"approximate": "tanh"})), torch=_torch_gelu,
           grad=True)
 def gelu(input: Tensor, approximate: str = "none"):
     """Gaussian error linear unit; `approximate="tanh"` for the tanh form."""

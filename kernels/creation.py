@@ -177,14 +177,25 @@ def arange(start, end=None, step=1, dtype=None):
     return (xb.iota((n,), 0, c) * float(step) + float(start)).astype(dtype)
 
 
+def _endpoint(v, c: str):
+    """start or end: a number, or a 0-d tensor (PyTorch's linspace.Tensor_* overloads read its value)."""
+    if isinstance(v, Tensor):
+        if v.ndim != 0:
+            raise ValueError(f"linspace: start and end must be numbers or 0-d tensors, got a tensor of shape "
+                             f"{tuple(v.shape)}")
+        return v.astype(c)
+    return float(v)
+
+
 def _linspace_values(start, end, steps: int, dtype: str):
     c = _compute_dtype(dtype)
+    start, end = _endpoint(start, c), _endpoint(end, c)
     if steps == 1:
-        return xb.full((1,), float(start), c)
+        return xb.broadcast_to(xb.asarray(start).astype(c), (1,))
     step = (end - start) / (steps - 1)
     i = xb.iota((steps,), 0, c)
-    lo = float(start) + i * step
-    hi = float(end) - (float(steps - 1) - i) * step
+    lo = start + i * step
+    hi = end - (float(steps - 1) - i) * step
     return xb.where(i < steps // 2, lo, hi)
 
 
@@ -199,13 +210,19 @@ def _linspace_samples(dtype, shapes):
         yield Sample((1.0, 5.0, 1), {"dtype": dtype}, note="one step")
         yield Sample((1.0, 5.0, 0), {"dtype": dtype}, note="no steps")
         yield Sample((0.0, 1.0, 5), note="float32 by default")
+    # 0-d tensors for start and end (PyTorch's Tensor_Tensor / Tensor_Scalar / Scalar_Tensor overloads)
+    t0, t1 = tensor(shapes, dtype, (), "ls0", low=-2.0, high=0.0), tensor(shapes, dtype, (), "ls1", low=1.0, high=3.0)
+    yield Sample((t0, t1, 7), {"dtype": dtype}, note="0-d tensor start and end")
+    yield Sample((t0, 3, 4), {"dtype": dtype}, note="0-d tensor start")
+    yield Sample((-1, t1, 5), note="0-d tensor end, float32 by default")
 
 
 @register("creation", samples=_linspace_samples, dtypes=FLOATS + INTS,
           torch=lambda torch, start, end, steps, dtype=None: torch.linspace(start, end, steps,
                                                                             dtype=_td(torch, dtype)))
 def linspace(start, end, steps: int, dtype=None):
-    """`steps` evenly spaced values from start to end inclusive (PyTorch's symmetric formula)."""
+    """`steps` evenly spaced values from start to end inclusive (PyTorch's symmetric formula); start and end
+    may be 0-d tensors (read at run time)."""
     dtype = dtype or "float32"
     if steps == 0:
         return xb.zeros((0,), dtype)

@@ -18,16 +18,28 @@ from xbench import Tensor
 from xbench.ops import BOOL, FLOATS, INTS
 
 from ._samples import indexing as S
+from ._util import scalar, vector
+from ._util import wrap_dim as _dim
 
 register = xb.ops.register
 ALL = FLOATS + INTS + BOOL
 NUM = FLOATS + INTS
 
 
-def _torch_nonzero(torch, self, size=None, fill_value=-1):
-    """torch.nonzero padded by xbench's rule: (indices [size, ndim] padded with fill_value, count)."""
-    found = torch.nonzero(self)
+def _torch_nonzero(torch, self, size=None, fill_value=-1, as_tuple=False):
+    """torch.nonzero padded by xbench's rule: (indices [size, ndim] padded with fill_value, count); with as_tuple,
+    torch.nonzero(as_tuple=True)'s index tensors, each padded to [size], then the count."""
     size = self.numel() if size is None else size
+    if as_tuple:
+        found = torch.nonzero(self, as_tuple=True)
+        count = found[0].shape[0]
+        outs = []
+        for f in found:
+            out = torch.full((size,), fill_value, dtype=torch.int64)
+            out[:min(size, count)] = f[:size]
+            outs.append(out)
+        return (*outs, torch.tensor(count, dtype=torch.int64))
+    found = torch.nonzero(self)
     out = torch.full((size, self.dim()), fill_value, dtype=torch.int64)
     k = min(size, found.shape[0])
     out[:k] = found[:k]
@@ -42,12 +54,6 @@ def _torch_masked_select(torch, self, mask, size=None, fill_value=0):
     k = min(size, found.shape[0])
     out[:k] = found[:k]
     return out, torch.tensor(found.shape[0], dtype=torch.int64)
-
-
-def _dim(dim: int, ndim: int, name: str) -> int:
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise ValueError(f"{name}: dim {dim} is out of range for a tensor with {ndim} dims")
-    return dim % max(ndim, 1)
 
 
 def _wrap(index, n: int):
@@ -103,7 +109,12 @@ def index_select(self: Tensor, dim: int, index: Tensor):
     """Slices of `self` along `dim` picked by the 1-D integer `index`."""
     if index.ndim > 1:
         raise ValueError(f"index_select: index must be 0-D or 1-D, got {tuple(index.shape)}")
-    return xb.gather(self, index.reshape(-1), axis=_dim(dim, self.ndim, "index_select"))
+    d = _dim(dim, self.ndim, "index_select")
+    if self.ndim == 0:
+        if index.size != 1:
+            raise ValueError(f"index_select: a 0-d self takes one index, got {index.size}")
+        return scalar(xb.gather(vector(self), index.reshape(-1), axis=0))
+    return xb.gather(self, index.reshape(-1), axis=d)
 
 
 @register("indexing", samples=S.gather_cases, torch="torch.gather", grad=("self",), dtypes=ALL)
@@ -111,8 +122,10 @@ def gather(self: Tensor, dim: int, index: Tensor, sparse_grad: bool = False):
     """out[i][j][k] = self[i][index[i][j][k]][k] for dim = 1 (index has self's rank; it may be smaller)."""
     d = _dim(dim, self.ndim, "gather")
     _check_scatter("gather", self, d, index)
+    zero, self, index = self.ndim == 0, vector(self), vector(index)
     view = self[tuple(slice(0, n) if i != d else slice(None) for i, n in enumerate(index.shape))]
-    return xb.take_along_axis(view, _wrap(index, self.shape[d]), axis=d)
+    out = xb.take_along_axis(view, _wrap(index, self.shape[d]), axis=d)
+    return scalar(out) if zero else out
 
 
 @register("indexing", samples=S.take_cases, torch="torch.take", grad=("self",), dtypes=ALL)
@@ -128,7 +141,9 @@ def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor):
     """self with src[i][j][k] added at [i][index[i][j][k]][k] (dim = 1); repeated indices accumulate."""
     d = _dim(dim, self.ndim, "scatter_add")
     _check_scatter("scatter_add", self, d, index, src)
-    return self + _scatter_sum(self.shape, self.dtype, d, index, src.astype(self.dtype))
+    zero, self, index, src = self.ndim == 0, vector(self), vector(index), vector(src)
+    out = self + _scatter_sum(self.shape, self.dtype, d, index, src.astype(self.dtype))
+    return scalar(out) if zero else out
 
 
 def _scatter_overwrite(self, d, index, src):
@@ -145,6 +160,8 @@ def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor = None, value: fl
     d = _dim(dim, self.ndim, "scatter")
     src = _as_src(self, index, src, value)
     _check_scatter("scatter", self, d, index, src)
+    if self.ndim == 0:
+        return scalar(scatter(vector(self), 0, vector(index), vector(src), None, reduce))
     if reduce is None:
         return _scatter_overwrite(self, d, index, src)
     if reduce == "add":
@@ -192,6 +209,8 @@ def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: s
     "amin"; include_self folds self's values in; positions no index names keep self."""
     d = _dim(dim, self.ndim, "scatter_reduce")
     _check_scatter("scatter_reduce", self, d, index, src)
+    if self.ndim == 0:
+        return scalar(scatter_reduce(vector(self), 0, vector(index), vector(src), reduce, include_self))
     src = src.astype(self.dtype)
     if reduce in ("sum", "mean"):
         total = _scatter_sum(self.shape, self.dtype, d, index, src)
@@ -215,6 +234,8 @@ def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: s
 def index_add(self: Tensor, dim: int, index: Tensor, source: Tensor, alpha: float = 1):
     """self with alpha * source's slices added at the positions `index` (1-D) along dim; repeats accumulate."""
     d = _dim(dim, self.ndim, "index_add")
+    if self.ndim == 0:
+        return scalar(index_add(vector(self), 0, index, vector(source), alpha))
     source = source.astype(self.dtype)
     upd = source if alpha == 1 else (source * alpha).astype(self.dtype)
     return xb.scatter_add(self, _wrap(index.reshape(-1), self.shape[d]), upd, axis=d)
@@ -232,6 +253,8 @@ def _hits_along(self, d, index):
 def index_copy(self: Tensor, dim: int, index: Tensor, source: Tensor):
     """self with its slices at `index` (1-D) along dim replaced by source's."""
     d = _dim(dim, self.ndim, "index_copy")
+    if self.ndim == 0:
+        return scalar(index_copy(vector(self), 0, index, vector(source)))
     idx = _wrap(index.reshape(-1), self.shape[d])
     hits = _hits_along(self, d, index)
     total = xb.scatter_add(xb.zeros_like(self), idx, source.astype(self.dtype), axis=d)
@@ -243,6 +266,8 @@ def index_copy(self: Tensor, dim: int, index: Tensor, source: Tensor):
 def index_fill(self: Tensor, dim: int, index: Tensor, value: float):
     """self with the slices at `index` along dim set to `value`."""
     d = _dim(dim, self.ndim, "index_fill")
+    if self.ndim == 0:
+        return scalar(index_fill(vector(self), 0, index, value))
     return xb.where(_hits_along(self, d, index) > 0, value, self).astype(self.dtype)
 
 
@@ -336,12 +361,17 @@ def _compact(keep, values, size: int, fill):
 
 @register("indexing", samples=S.nonzero_cases, torch=_torch_nonzero, dtypes=ALL,
           notes="padded to a static size with fill_value, plus the count (jnp.nonzero(size=...) rule)")
-def nonzero(self: Tensor, size: int = None, fill_value: int = -1):
+def nonzero(self: Tensor, size: int = None, fill_value: int = -1, as_tuple: bool = False):
     """(indices [size, ndim] int64 of the non-zero elements in row-major order, padded with fill_value; the
-    number of non-zero elements, an int64 scalar). `size` defaults to self's element count (never too small)."""
+    number of non-zero elements, an int64 scalar). `size` defaults to self's element count (never too small).
+    as_tuple=True: one [size] index tensor per dim (a 0-d self counts as 1-d, as PyTorch), then the count."""
     size = self.size if size is None else int(size)
     keep = (self != 0).reshape(-1)
     coords = [xb.iota(tuple(self.shape), d).reshape(-1) for d in range(self.ndim)]
+    if as_tuple:
+        coords = coords or [xb.zeros((1,), "int64")]
+        table, count = _compact(keep, xb.stack(coords, 1), size, fill_value)
+        return (*(table[:, d] for d in range(len(coords))), count)
     table = xb.stack(coords, 1) if coords else xb.zeros((self.size, 0), "int64")
     return _compact(keep, table, size, fill_value)
 

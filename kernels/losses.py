@@ -218,7 +218,7 @@ def _nll_aten(input, target, weight, reduction: int, ignore_index: int):
 
 @register("loss", samples=_nll_forward_samples(False), torch="torch.ops.aten.nll_loss_forward",
           grad=("self",))
-def nll_loss_forward(self: Tensor, target: Tensor, weight: Tensor, reduction: int, ignore_index: int):
+def nll_loss_forward(self: Tensor, target: Tensor, weight: Tensor | None, reduction: int, ignore_index: int):
     """ATen's nll_loss_forward: (output, total_weight), reduction 0 none, 1 mean, 2 sum; `self` is (C,) or
     (N, C)."""
     if self.ndim > 2:
@@ -228,7 +228,7 @@ def nll_loss_forward(self: Tensor, target: Tensor, weight: Tensor, reduction: in
 
 @register("loss", samples=_nll_forward_samples(True), torch="torch.ops.aten.nll_loss2d_forward",
           grad=("self",))
-def nll_loss2d_forward(self: Tensor, target: Tensor, weight: Tensor, reduction: int, ignore_index: int):
+def nll_loss2d_forward(self: Tensor, target: Tensor, weight: Tensor | None, reduction: int, ignore_index: int):
     """nll_loss_forward for (N, C, H, W) inputs and (N, H, W) targets."""
     if self.ndim != 4:
         raise ValueError(f"nll_loss2d_forward needs an (N, C, H, W) input, got {self.shape}")

@@ -6,7 +6,7 @@ import xbench as xb
 from xbench import Tensor
 from xbench.ops import Sample
 
-from ._samples import noncontig, tensor
+from ._samples import noncontig, special, tensor
 
 register = xb.ops.register
 
@@ -72,7 +72,7 @@ def _native_ln_samples(dtype, shapes):
 
 @register("normalization", samples=_native_ln_samples, torch="torch.ops.aten.native_layer_norm",
           grad=("input", "weight", "bias"))
-def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor, bias: Tensor, eps: float):
+def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor | None, bias: Tensor | None, eps: float):
     """(out, mean, rstd) of layer_norm; the statistics keep the normalised dims as size 1."""
     return _layer_norm(input, normalized_shape, weight, bias, eps)
 
@@ -115,7 +115,7 @@ def _fused_rms_samples(dtype, shapes):
 
 @register("normalization", samples=_fused_rms_samples, torch="torch.ops.aten._fused_rms_norm",
           grad=("input", "weight"))
-def _fused_rms_norm(input: Tensor, normalized_shape, weight: Tensor, eps: float | None):
+def _fused_rms_norm(input: Tensor, normalized_shape, weight: Tensor | None, eps: float | None):
     """(out, rstd) of rms_norm; rstd is float32 for 16-bit inputs."""
     out, rstd = _rms(input, normalized_shape, eps)
     return (out if weight is None else out * weight), rstd
@@ -171,7 +171,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training: bool, 
           grad=("input", "weight", "bias"),
           notes="functional: running statistics are read, not updated (compute them from native_batch_norm's "
                 "save_mean and the batch variance)")
-def batch_norm(input: Tensor, running_mean: Tensor, running_var: Tensor, weight: Tensor = None,
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor = None,
                bias: Tensor = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-5):
     """Normalise each channel (dim 1) by the batch statistics (training) or the running ones (inference)."""
     return _batch_norm(input, weight, bias, running_mean, running_var, training, eps)[0]
@@ -187,19 +187,26 @@ def _native_bn_samples(dtype, shapes):
           grad=("input", "weight", "bias"),
           notes="returns (out, save_mean, save_invstd) (empty in inference, as on PyTorch's CPU); running "
                 "statistics are not updated in place")
-def native_batch_norm(input: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
-                      training: bool, momentum: float, eps: float):
+def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor | None,
+                      running_var: Tensor | None, training: bool, momentum: float, eps: float):
     """ATen's native_batch_norm: (out, save_mean, save_invstd)."""
     return _batch_norm(input, weight, bias, running_mean, running_var, training, eps)
 
 
 # ---- group norm -----------------------------------------------------------------------------------------
 
+def _spatial(x) -> int:
+    size = 1
+    for d in x.shape[2:]:
+        size *= d
+    return size
+
+
 def _group_norm(input, num_groups: int, weight, bias, eps: float):
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
         raise ValueError(f"group_norm: {c} channels do not split into {num_groups} groups")
-    g = input.reshape((n, num_groups, -1))
+    g = input.reshape((n, num_groups, c // num_groups * _spatial(input)))     # (-1 is ambiguous when n is 0)
     mean = g.mean(axis=-1, keepdims=True)
     centered = g - mean
     var = (centered * centered).mean(axis=-1, keepdims=True)
@@ -221,6 +228,9 @@ def _gn_samples(dtype, shapes):
                       tensor(shapes, dtype, (c,), "gnb")), note=f"{shape} groups={groups}")
     x = tensor(shapes, dtype, (2, 4, 7), "gnn")
     yield Sample((x, 2), note="no affine")
+    if shapes.empty:
+        yield Sample((tensor(shapes, dtype, (0, 6, 3), "gne"), 3, tensor(shapes, dtype, (6,), "gnew"), None),
+                     note="empty batch")
     if shapes.noncontig:
         yield Sample((noncontig(tensor(shapes, dtype, (5, 6), "gnnc")), 3), note="non-contiguous")
 
@@ -243,8 +253,8 @@ def _native_gn_samples(dtype, shapes):
 
 @register("normalization", samples=_native_gn_samples, torch="torch.ops.aten.native_group_norm",
           grad=("input", "weight", "bias"))
-def native_group_norm(input: Tensor, weight: Tensor, bias: Tensor, N: int, C: int, HxW: int, group: int,
-                      eps: float):
+def native_group_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None, N: int, C: int, HxW: int,
+                      group: int, eps: float):
     """ATen's native_group_norm: (out, mean, rstd), the statistics shaped (N, group)."""
     if input.shape[0] != N or input.shape[1] != C or input.size != N * C * HxW:
         raise ValueError(f"native_group_norm: N={N}, C={C}, HxW={HxW} do not describe input {input.shape}")
@@ -258,17 +268,33 @@ def _renorm_samples(dtype, shapes):
         x = tensor(shapes, dtype, shape, "renorm")
         yield Sample((x, 2, dim, 1.5), note=f"{shape} p=2 dim={dim}")
         yield Sample((x, 1, dim, 2.0), note=f"{shape} p=1 dim={dim}")
+        yield Sample((x, float("inf"), dim, 1.5), note=f"{shape} p=inf dim={dim}")
+    yield Sample((tensor(shapes, dtype, (4, 6), "renorm3"), 3.0, 1, 1.0), note="p=3")
+    if shapes.special:
+        rows = special(dtype, (3, 4), (1.0, float("nan"), -3.0, 0.5, float("inf"), 1.0, 2.0, 0.0,
+                                       -float("inf"), 0.0, 1.0, 2.0))
+        yield Sample((rows, float("inf"), 0, 1.0), note="special values, p=inf", grad=False)
+        yield Sample((rows, 2, 0, 1.0), note="special values, p=2", grad=False)
     if shapes.noncontig:
         yield Sample((noncontig(tensor(shapes, dtype, (6, 5), "renormnc")), 2, 0, 1.0), note="non-contiguous")
 
 
 @register("normalization", samples=_renorm_samples, torch="torch.renorm", grad=("input",))
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float):
-    """Each slice along `dim` whose p-norm exceeds `maxnorm` is scaled down to norm `maxnorm`."""
+    """Each slice along `dim` whose p-norm (p > 0; inf: the largest magnitude) exceeds `maxnorm` is scaled down
+    to norm `maxnorm` (by maxnorm / (norm + 1e-7), as PyTorch)."""
+    if input.ndim < 2:
+        raise ValueError(f"renorm: input needs at least 2 dims, got {input.ndim}")
+    if not p > 0:
+        raise ValueError(f"renorm: p must be positive (PyTorch supports no other norm here), got {p}")
+    if maxnorm < 0:
+        raise ValueError(f"renorm: maxnorm must be >= 0, got {maxnorm}")
     d = dim % input.ndim
     others = tuple(a for a in range(input.ndim) if a != d)
     a = xb.abs(input)
-    if p == 2:
+    if p == float("inf"):
+        nrm = a.max(axis=others, keepdims=True)
+    elif p == 2:
         nrm = xb.sqrt((input * input).sum(axis=others, keepdims=True))
     elif p == 1:
         nrm = a.sum(axis=others, keepdims=True)

@@ -1,6 +1,8 @@
 """Padding (PyTorch's `pad` argument: (left, right) pairs starting from the last dim; negative values crop)."""
 from __future__ import annotations
 
+import numpy as np
+
 import xbench as xb
 from xbench import Tensor
 from xbench.ops import BOOL, FLOATS, INTS
@@ -23,19 +25,44 @@ def _widths(name: str, x, pad, max_dims: int | None = None) -> tuple[tuple[int, 
     return ((0, 0),) * (x.ndim - k) + tuple(reversed(pairs))
 
 
+def _source(mode: str, n: int, lo: int, hi: int) -> np.ndarray:
+    """Where each of the n + lo + hi outputs along a dim reads the input from, as PyTorch indexes it: output i is
+    input i - lo, reflected about the edges (reflect) or clamped to them (replicate). Counting from the
+    original edges, not the cropped ones, is what makes a negative width on one side and a positive one on the
+    other agree with PyTorch."""
+    j = np.arange(n + lo + hi) - lo
+    if mode == "reflect":
+        j = np.abs(j)
+        j = np.where(j > n - 1, 2 * (n - 1) - j, j)
+    return np.clip(j, 0, n - 1).astype(np.int64)
+
+
 def _pad(name, x, pad, mode: str, value=0.0, spatial: int | None = None):
     if spatial is not None and x.ndim not in (spatial + 1, spatial + 2):
         raise ValueError(f"{name}: input must be [N, C, {spatial} dims] or [C, {spatial} dims], got "
                          f"{tuple(x.shape)}")
     widths = _widths(name, x, pad, spatial)
-    if mode == "reflect":
-        for (lo, hi), n in zip(widths, x.shape):
-            if max(lo, hi) >= n:
-                raise ValueError(f"{name}: reflection padding {max(lo, hi)} must be smaller than the dim ({n})")
-    if mode == "circular":
-        for (lo, hi), n in zip(widths, x.shape):
-            if max(lo, hi) > n:
-                raise ValueError(f"{name}: circular padding {max(lo, hi)} must be at most the dim ({n})")
+    for d, ((lo, hi), n) in enumerate(zip(widths, x.shape)):
+        if n + lo + hi < 0:
+            raise ValueError(f"{name}: padding ({lo}, {hi}) leaves dim {d} of size {n} with {n + lo + hi} elements")
+        if mode == "reflect" and (lo or hi) and max(lo, hi) >= n:
+            raise ValueError(f"{name}: reflection padding {max(lo, hi)} must be smaller than dim {d} ({n})")
+        if mode == "circular":
+            kept = n - max(-lo, 0) - max(-hi, 0)
+            if max(lo, hi) > kept:
+                raise ValueError(f"{name}: circular padding ({lo}, {hi}) wraps dim {d} ({n} elements, {kept} after "
+                                 "the crop) more than once")
+    out = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, widths))
+    if 0 in out:                               # an empty result (an empty batch, or a dim cropped away)
+        return xb.zeros(out, x.dtype)
+    if mode in ("reflect", "replicate"):
+        # a dim with a negative width: read it through PyTorch's index map; the others pad as usual
+        for d, ((lo, hi), n) in enumerate(zip(widths, x.shape)):
+            if min(lo, hi) < 0:
+                x = xb.gather(x, _source(mode, n, lo, hi), axis=d)
+        widths = tuple((0, 0) if min(lo, hi) < 0 else (lo, hi) for lo, hi in widths)
+    if not any(lo or hi for lo, hi in widths):
+        return x
     return xb.pad(x, widths, mode=_MODES[mode], value=value)
 
 

@@ -60,7 +60,9 @@ class _Geometry:
             raise ValueError(f"{name}: input must be [N, C, {nd} spatial dims] or [C, {nd} spatial dims], got "
                              f"{tuple(x.shape)}")
         self.k = pair(kernel_size, nd)
-        self.s = pair(stride if stride is not None and stride != [] else kernel_size, nd)
+        # ATen's default stride is an empty list: the kernel size
+        self.s = pair(kernel_size if stride is None or (not isinstance(stride, int) and len(stride) == 0) else stride,
+                      nd)
         self.p, self.d = pair(padding, nd), pair(dilation, nd)
         for k, p in zip(self.k, self.p):
             if p > k // 2:

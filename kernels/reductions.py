@@ -10,15 +10,20 @@ import xbench as xb
 from xbench import Tensor
 from xbench.ops import BOOL, FLOATS, INTS, Sample
 
-from ._samples import noncontig, reduction, special, tensor
+from ._samples import chain, noncontig, reduction, special, tensor
+from ._util import wrap_dims
 
 register = xb.ops.register
 NUM = FLOATS + INTS
 
 
-def _axes(x, dim):
-    """PyTorch's dim argument as xbench axes (None and () mean every dim)."""
+def _axes(x, dim, name: str = "reduction"):
+    """PyTorch's dim argument as xbench axes (None and () mean every dim; a 0-d tensor takes dims 0 and -1,
+    which reduce nothing)."""
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return None
+    if x.ndim == 0:
+        wrap_dims(dim, 0, name)
         return None
     return tuple(dim) if isinstance(dim, (tuple, list)) else dim
 
@@ -58,7 +63,7 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, dtype=Non
     """Product over `dim` (one dim, or all; integers and bools give int64)."""
     if isinstance(dim, (tuple, list)):
         raise ValueError("prod takes one dim (an int) or None, as in PyTorch; reduce twice for more")
-    return _widen(input, dtype).prod(axis=dim, keepdims=keepdim)
+    return _widen(input, dtype).prod(axis=_axes(input, dim, "prod"), keepdims=keepdim)
 
 
 def _values_indices(kind: str):
@@ -70,6 +75,9 @@ def _values_indices(kind: str):
 def _max_min(x, dim, keepdim: bool, kind: str):
     if dim is None:
         return x.max() if kind == "max" else x.min()
+    if x.ndim == 0:
+        wrap_dims(dim, 0, kind)
+        return x, xb.zeros((), "int64")
     values = x.max(axis=dim, keepdims=keepdim) if kind == "max" else x.min(axis=dim, keepdims=keepdim)
     indices = x.argmax(axis=dim, keepdims=keepdim) if kind == "max" else x.argmin(axis=dim, keepdims=keepdim)
     return values, indices
@@ -107,13 +115,13 @@ _ARG = reduction(ints=(-1000, 1000), multi_dim=False, empty=False)
 @register("reduction", samples=_ARG, torch="torch.argmax", dtypes=NUM)
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False):
     """Index of the first maximum along `dim` (of the flattened input when dim is None); int64."""
-    return input.argmax(axis=dim, keepdims=keepdim)
+    return input.argmax(axis=_axes(input, dim, "argmax"), keepdims=keepdim)
 
 
 @register("reduction", samples=_ARG, torch="torch.argmin", dtypes=NUM)
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False):
     """Index of the first minimum along `dim`; int64."""
-    return input.argmin(axis=dim, keepdims=keepdim)
+    return input.argmin(axis=_axes(input, dim, "argmin"), keepdims=keepdim)
 
 
 _PRED = reduction(ints=(-1, 2))
@@ -149,8 +157,24 @@ def count_nonzero(input: Tensor, dim=None):
     return (input != 0).astype("int64").sum(axis=_axes(input, dim))
 
 
-def _moments(x, dim, correction, keepdim: bool):
-    axes = _axes(x, dim)
+def _correction(dim, correction, unbiased, name: str):
+    """PyTorch's three spellings of Bessel's correction as (dim, correction): `var(x, unbiased)` (a bool in dim's
+    place), `var(x, dim, unbiased, keepdim)` (a bool in correction's place counts as 1 or 0) and
+    `var(x, dim, correction=c)`; correction None is 1."""
+    if isinstance(dim, bool):
+        if unbiased is not None:
+            raise ValueError(f"{name}: unbiased given twice (positionally, where dim goes, and by name)")
+        dim, unbiased = None, dim
+    if unbiased is not None:
+        if correction is not None:
+            raise ValueError(f"{name}: give correction or unbiased, not both")
+        correction = 1 if unbiased else 0
+    return dim, 1 if correction is None else int(correction) if isinstance(correction, bool) else correction
+
+
+def _moments(x, dim, correction, keepdim: bool, unbiased=None, name: str = "var"):
+    dim, correction = _correction(dim, correction, unbiased, name)
+    axes = _axes(x, dim, name)
     ax = tuple(range(x.ndim)) if axes is None else (axes,) if isinstance(axes, int) else axes
     n = 1
     for a in ax:
@@ -164,51 +188,71 @@ def _moments(x, dim, correction, keepdim: bool):
 
 
 def _moment_samples(dtype, shapes):
-    """Reductions with and without Bessel's correction; where it leaves no degree of freedom (one element,
-    correction=1) the values and gradients are NaN, so those samples are not differentiated."""
+    """Reductions with and without Bessel's correction, spelled every way PyTorch takes it (correction=, unbiased
+    by name, positionally in dim's place and in correction's place); where it leaves no degree of freedom (one
+    element, correction=1) the values and gradients are NaN, so those samples are not differentiated."""
+    def dof(x, dim, correction):
+        axes = () if x.ndim == 0 else range(x.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
+        return math.prod(x.shape[a] for a in axes) > correction
+
     for s in reduction(kwargs=({}, {"correction": 0}))(dtype, shapes):
-        x, dim = s.args[0], s.kwargs.get("dim")
-        axes = range(x.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
-        if math.prod(x.shape[a] for a in axes) <= s.kwargs.get("correction", 1):
+        if not dof(s.args[0], s.kwargs.get("dim"), s.kwargs.get("correction", 1)):
             s = Sample(s.args, s.kwargs, f"{s.note}, no degree of freedom", grad=False)
         yield s
+    x = tensor(shapes, dtype, (4, 9), "unbiased")
+    yield Sample((x, False), note="var(x, unbiased=False) positionally")
+    yield Sample((x, True), note="var(x, unbiased=True) positionally")
+    yield Sample((x, 1, False), note="var(x, dim, unbiased=False) positionally")
+    yield Sample((x, 0, True, True), note="var(x, dim, unbiased, keepdim) positionally")
+    yield Sample((x,), {"dim": 1, "unbiased": False}, note="unbiased=False by name")
 
 
-@register("reduction", samples=_moment_samples, torch="torch.var", grad=True)
-def var(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
+_CORRECTION = "correction=None is 1; unbiased (by name, or positionally as PyTorch's overloads take it) is correction 1 or 0"
+
+
+@register("reduction", samples=_moment_samples, torch="torch.var", grad=True, notes=_CORRECTION)
+def var(input: Tensor, dim=None, correction: int | None = None, keepdim: bool = False, unbiased: bool | None = None):
     """Variance over `dim`, dividing by N - correction (Bessel's correction by default)."""
-    return _moments(input, dim, correction, keepdim)[0]
+    return _moments(input, dim, correction, keepdim, unbiased, "var")[0]
 
 
-@register("reduction", samples=_moment_samples, torch="torch.std", grad=True)
-def std(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
+@register("reduction", samples=_moment_samples, torch="torch.std", grad=True, notes=_CORRECTION)
+def std(input: Tensor, dim=None, correction: int | None = None, keepdim: bool = False, unbiased: bool | None = None):
     """Standard deviation over `dim`: sqrt(var)."""
-    return xb.sqrt(_moments(input, dim, correction, keepdim)[0])
+    return xb.sqrt(_moments(input, dim, correction, keepdim, unbiased, "std")[0])
 
 
 def _torch_with_mean(name: str):
-    """torch.var_mean / std_mean with the mean taken from torch.mean: their Welford update turns the running
-    mean NaN at an infinity (unless it comes last), where the mean is that infinity."""
-    def fn(torch, input, dim=None, correction=1, keepdim=False):
-        stat, _ = getattr(torch, name)(input, dim, correction=correction, keepdim=keepdim)
-        return stat, torch.mean(input, dim, keepdim=keepdim)
+    """torch.var_mean / std_mean (called with the sample's own arguments) with the mean taken from torch.mean:
+    their Welford update turns the running mean NaN at an infinity (unless it comes last), where the mean is that
+    infinity."""
+    def fn(torch, input, *args, **kwargs):
+        stat, _ = getattr(torch, name)(input, *args, **kwargs)
+        names = ("dim", "correction", "keepdim", "unbiased")
+        bound = dict(zip(names, args)) | kwargs
+        dim = bound.get("dim")
+        dim = None if isinstance(dim, bool) else dim
+        return stat, torch.mean(input, dim, keepdim=bool(bound.get("keepdim", False)))
     fn.__name__ = fn.__qualname__ = f"{name}(mean from torch.mean)"
     return fn
 
 
-_INF_MEAN = "a row holding an infinity has that infinity as its mean (PyTorch's Welford update gives NaN)"
+_INF_MEAN = ("a row holding an infinity has that infinity as its mean (PyTorch's Welford update gives NaN); "
+             + _CORRECTION)
 
 
 @register("reduction", samples=_moment_samples, torch=_torch_with_mean("var_mean"), grad=True, notes=_INF_MEAN)
-def var_mean(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
+def var_mean(input: Tensor, dim=None, correction: int | None = None, keepdim: bool = False,
+             unbiased: bool | None = None):
     """(var, mean) over `dim`."""
-    return _moments(input, dim, correction, keepdim)
+    return _moments(input, dim, correction, keepdim, unbiased, "var_mean")
 
 
 @register("reduction", samples=_moment_samples, torch=_torch_with_mean("std_mean"), grad=True, notes=_INF_MEAN)
-def std_mean(input: Tensor, dim=None, correction: int = 1, keepdim: bool = False):
+def std_mean(input: Tensor, dim=None, correction: int | None = None, keepdim: bool = False,
+             unbiased: bool | None = None):
     """(std, mean) over `dim`."""
-    v, m = _moments(input, dim, correction, keepdim)
+    v, m = _moments(input, dim, correction, keepdim, unbiased, "std_mean")
     return xb.sqrt(v), m
 
 
@@ -231,8 +275,24 @@ def _vector_norm(x, ord, dim, keepdim: bool):
 _NORM_ORDS = ({}, {"ord": 1}, {"ord": math.inf}, {"ord": -math.inf}, {"ord": 0}, {"ord": 3.0}, {"ord": 0.5})
 
 
-@register("reduction", aliases=("vector_norm",),
-          samples=reduction(0.1, 3.0, kwargs=_NORM_ORDS), torch="torch.linalg.vector_norm", grad=True)
+def _infinite_orders(name: str):
+    """p = +-inf (the largest / smallest magnitude) over several dims, with keepdim, and over rows holding NaN,
+    infinities and ties (samples for norm and linalg_vector_norm; `name` is the order's parameter)."""
+    def gen(dtype, shapes):
+        x = tensor(shapes, dtype, (4, 5, 3), "infnorm", low=-3.0, high=3.0)
+        for p in (math.inf, -math.inf):
+            yield Sample((x,), {name: p, "dim": (0, 2)}, note=f"{name}={p} dims (0, 2)")
+            yield Sample((x,), {name: p, "dim": 1, "keepdim": True}, note=f"{name}={p} dim 1 keepdim")
+            if shapes.special:
+                rows = special(dtype, (4, 3), (1.0, float("nan"), -3.0, float("inf"), 1.0, 2.0,
+                                               -float("inf"), 0.0, 1.0, -2.0, 2.0, 1.0))
+                yield Sample((rows,), {name: p, "dim": 1}, note=f"{name}={p}, NaN, infinities, ties", grad=False)
+    return gen
+
+
+@register("reduction", aliases=("vector_norm",), samples=chain(reduction(0.1, 3.0, kwargs=_NORM_ORDS),
+                                                               _infinite_orders("ord")),
+          torch="torch.linalg.vector_norm", grad=True)
 def linalg_vector_norm(x: Tensor, ord: float = 2, dim=None, keepdim: bool = False, dtype=None):
     """(sum |x|**ord) ** (1/ord) over `dim`; ord inf / -inf: max / min of |x|; ord 0: the nonzero count."""
     if dtype is not None:
@@ -242,6 +302,7 @@ def linalg_vector_norm(x: Tensor, ord: float = 2, dim=None, keepdim: bool = Fals
 
 def _norm_samples(dtype, shapes):
     yield from reduction(0.1, 3.0, kwargs=({}, {"p": 1}, {"p": math.inf}, {"p": 3.0}, {"p": "fro"}))(dtype, shapes)
+    yield from _infinite_orders("p")(dtype, shapes)
 
 
 @register("reduction", samples=_norm_samples, torch="torch.norm", grad=True,
@@ -270,14 +331,14 @@ def _lse_samples(dtype, shapes):
 def logsumexp(input: Tensor, dim, keepdim: bool = False):
     """log(sum(exp(input))) over `dim`, shifted by the maximum (0 where that is infinite, as PyTorch)."""
     x = input if input.dtype in FLOATS else input.astype("float32")
-    axes = _axes(x, dim)
+    axes = _axes(x, dim, "logsumexp")
     m = x.max(axis=axes, keepdims=True)
     m = xb.where(xb.abs(m) == float("inf"), 0.0, m)
     out = xb.log(xb.exp(x - m).sum(axis=axes, keepdims=True)) + m
     if keepdim:
         return out
     ax = tuple(range(x.ndim)) if axes is None else (axes,) if isinstance(axes, int) else axes
-    return out.squeeze(tuple(a % x.ndim for a in ax))
+    return out.squeeze(tuple(a % x.ndim for a in ax)) if ax else out
 
 
 def _histc_samples(dtype, shapes):

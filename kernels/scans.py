@@ -6,6 +6,7 @@ from xbench import Tensor
 from xbench.ops import BOOL, FLOATS, INTS, Sample
 
 from ._samples import reduction, special, tensor
+from ._util import wrap_dim
 
 register = xb.ops.register
 NUM = FLOATS + INTS
@@ -21,8 +22,9 @@ def _widen(x, dtype):
 
 @register("reduction", samples=_SCAN, torch="torch.cumsum", grad=True, dtypes=NUM + BOOL)
 def cumsum(input: Tensor, dim: int, dtype=None):
-    """Running sum along `dim` (integers and bools give int64)."""
-    return xb.cumsum(_widen(input, dtype), dim)
+    """Running sum along `dim` (integers and bools give int64; a 0-d input is its own running sum)."""
+    d = wrap_dim(dim, input.ndim, "cumsum")
+    return _widen(input, dtype) if input.ndim == 0 else xb.cumsum(_widen(input, dtype), d)
 
 
 @register("reduction", samples=reduction(0.7, 1.3, ints=(-1, 2), keepdim=False, full=False, multi_dim=False),
@@ -30,7 +32,8 @@ def cumsum(input: Tensor, dim: int, dtype=None):
           notes="no gradient yet: the language has no reverse rule for product scans")
 def cumprod(input: Tensor, dim: int, dtype=None):
     """Running product along `dim` (integers and bools give int64)."""
-    return xb.cumprod(_widen(input, dtype), dim)
+    d = wrap_dim(dim, input.ndim, "cumprod")
+    return _widen(input, dtype) if input.ndim == 0 else xb.cumprod(_widen(input, dtype), d)
 
 
 def _arg_scan(x, values, dim: int, kind: str):
@@ -57,7 +60,10 @@ def _cum_extreme_samples(dtype, shapes):
           notes="values and int64 indices (ties: the latest position, as PyTorch)")
 def cummax(input: Tensor, dim: int):
     """(values, indices) of the running maximum along `dim`."""
-    values = xb.cummax(input, dim)
+    d = wrap_dim(dim, input.ndim, "cummax")
+    if input.ndim == 0:
+        return input, xb.zeros((), "int64")
+    values = xb.cummax(input, d)
     return values, _arg_scan(input, values, dim, "max")
 
 
@@ -65,7 +71,10 @@ def cummax(input: Tensor, dim: int):
           notes="values and int64 indices (ties: the latest position, as PyTorch)")
 def cummin(input: Tensor, dim: int):
     """(values, indices) of the running minimum along `dim`."""
-    values = xb.cummin(input, dim)
+    d = wrap_dim(dim, input.ndim, "cummin")
+    if input.ndim == 0:
+        return input, xb.zeros((), "int64")
+    values = xb.cummin(input, d)
     return values, _arg_scan(input, values, dim, "min")
 
 
@@ -84,9 +93,9 @@ def _logaddexp(a, b):
 def logcumsumexp(input: Tensor, dim: int):
     """log(cumsum(exp(input))) along `dim` as a log-add-exp scan (ceil(log2 n) doubling steps, 16-bit inputs in
     float32): no term underflows against a larger later one, and a NaN spoils only what follows it."""
+    d = wrap_dim(dim, input.ndim, "logcumsumexp")
     if input.ndim == 0:
         return input
-    d = dim % input.ndim
     out = input.astype("float32") if input.dtype in ("float16", "bfloat16") else input
     k = 1
     while k < input.shape[d]:

@@ -47,11 +47,17 @@ def chunk(self: Tensor, chunks: int, dim: int = 0):
 @register("shape", samples=S.tensor_split_cases, torch="torch.tensor_split", grad=True, dtypes=ALL)
 def tensor_split(self: Tensor, indices_or_sections, dim: int = 0):
     """`sections` (an int) nearly equal pieces along dim (the first n % sections one longer), or pieces cut at
-    the given indices."""
+    the given indices. PyTorch also takes them as a tensor (tensor_indices_or_sections), whose values it reads
+    on the host; here they must be numbers (numpy integers too), since the pieces' shapes depend on them."""
+    if isinstance(indices_or_sections, Tensor) or (isinstance(indices_or_sections, (list, tuple)) and any(
+            isinstance(i, Tensor) for i in indices_or_sections)):
+        raise ValueError("tensor_split: indices_or_sections given as a tensor decide the pieces' shapes by their "
+                         "values, which an operator fixes when it is traced; pass them as Python or numpy integers "
+                         "(e.g. int(t) for sections, tuple(t.tolist()) for indices)")
     d = _dim(dim, self.ndim, "tensor_split")
     n = self.shape[d]
-    if isinstance(indices_or_sections, int):
-        k = indices_or_sections
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
         if k <= 0:
             raise ValueError(f"tensor_split: sections must be positive, got {k}")
         sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
@@ -270,9 +276,18 @@ def squeeze(self: Tensor, dim=None):
 
 @register("shape", samples=S.narrow_cases, torch="torch.narrow", grad=True, dtypes=ALL)
 def narrow(self: Tensor, dim: int, start: int, length: int):
-    """self[..., start:start + length, ...] along dim (start may be negative)."""
+    """self[..., start:start + length, ...] along dim (start may be negative, and a 0-d integer tensor: PyTorch's
+    narrow.Tensor, read at run time; out of range there, it is clamped into the dim)."""
     d = _dim(dim, self.ndim, "narrow")
     n = self.shape[d]
+    if isinstance(start, Tensor):
+        if start.ndim != 0 or start.dtype not in INTS:
+            raise ValueError(f"narrow: a tensor start must be a 0-d integer tensor, got {start.dtype} of shape "
+                             f"{tuple(start.shape)}")
+        if length < 0 or length > n:
+            raise ValueError(f"narrow: length {length} does not fit dim {d} of size {n}")
+        first = xb.clamp(xb.where(start < 0, start + n, start).astype("int64"), 0, n - length)
+        return xb.gather(self, first + xb.arange(length), axis=d)
     start = start + n if start < 0 else start
     if start < 0 or length < 0 or start + length > n:
         raise ValueError(f"narrow: start {start} and length {length} do not fit dim {d} of size {n}")

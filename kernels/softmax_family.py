@@ -6,6 +6,7 @@ from xbench import Tensor
 from xbench.ops import Sample
 
 from ._samples import reduction, special
+from ._util import scalar, vector, wrap_dim
 
 register = xb.ops.register
 
@@ -21,14 +22,28 @@ def _with_dtype(gen):
     return samples
 
 
-def _softmax(x, dim: int):
+def _along(fn, x, dim: int, name: str):
+    """fn(x, d) along the wrapped dim d; a 0-d x as a vector of one (PyTorch's dims 0 and -1 there)."""
+    d = wrap_dim(dim, x.ndim, name)
+    return scalar(fn(vector(x), 0)) if x.ndim == 0 else fn(x, d)
+
+
+def _softmax_rows(x, dim: int):
     e = xb.exp(x - x.max(axis=dim, keepdims=True))
     return e / e.sum(axis=dim, keepdims=True)
 
 
-def _log_softmax(x, dim: int):
+def _log_softmax_rows(x, dim: int):
     shifted = x - x.max(axis=dim, keepdims=True)
     return shifted - xb.log(xb.exp(shifted).sum(axis=dim, keepdims=True))
+
+
+def _softmax(x, dim: int):
+    return _along(_softmax_rows, x, dim, "softmax")
+
+
+def _log_softmax(x, dim: int):
+    return _along(_log_softmax_rows, x, dim, "log_softmax")
 
 
 def _cast(x, dtype):
@@ -85,9 +100,9 @@ def _safe_samples(dtype, shapes):
 @register("softmax", samples=_safe_samples, torch="torch.ops.aten._safe_softmax", grad=True)
 def _safe_softmax(self: Tensor, dim: int, dtype=None):
     """softmax, but 0 (not NaN) on rows that are entirely -inf (fully masked attention rows)."""
-    x = _cast(self, dtype)
-    m = x.max(axis=dim, keepdims=True)
-    masked = m == float("-inf")
-    e = xb.exp(x - xb.where(masked, 0.0, m))
-    out = e / e.sum(axis=dim, keepdims=True)
-    return xb.where(masked, 0.0, out)
+    def rows(x, d):
+        m = x.max(axis=d, keepdims=True)
+        masked = m == float("-inf")
+        e = xb.exp(x - xb.where(masked, 0.0, m))
+        return xb.where(masked, 0.0, e / e.sum(axis=d, keepdims=True))
+    return _along(rows, _cast(self, dtype), dim, "_safe_softmax")

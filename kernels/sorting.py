@@ -18,15 +18,11 @@ from xbench import Tensor
 from xbench.ops import FLOATS, INTS
 
 from ._samples import sorting as S
+from ._util import scalar, vector
+from ._util import wrap_dim as _dim
 
 register = xb.ops.register
 NUM = FLOATS + INTS
-
-
-def _dim(dim: int, ndim: int, name: str) -> int:
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise ValueError(f"{name}: dim {dim} is out of range for a tensor with {ndim} dims")
-    return dim % max(ndim, 1)
 
 
 def _torch_sort(torch, self, dim=-1, descending=False, stable=False):
@@ -74,7 +70,11 @@ def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool
     """(the k largest (or smallest) values along dim, their int64 positions), in sorted order (NaN counts as
     the largest)."""
     d = _dim(dim, self.ndim, "topk")
-    n = self.shape[d] if self.ndim else 1
+    if self.ndim == 0:
+        if k != 1:
+            raise ValueError(f"topk: a 0-d tensor has one value, so k must be 1 (got {k})")
+        return self, xb.zeros((), "int64")
+    n = self.shape[d]
     if not 0 <= k <= n:
         raise ValueError(f"topk: k={k} is out of range for a dim of size {n}")
     values, idx = _sort(self, d, largest)
@@ -85,6 +85,8 @@ def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool
 def kthvalue(self: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     """(the k-th smallest value along dim (k from 1), its int64 position)."""
     d = _dim(dim, self.ndim, "kthvalue")
+    if self.ndim == 0:
+        return scalar(kthvalue(vector(self), k, 0, False))
     if not 1 <= k <= self.shape[d]:
         raise ValueError(f"kthvalue: k={k} is out of range for a dim of size {self.shape[d]}")
     values, idx = _sort(self, d, False)
@@ -101,7 +103,7 @@ def median(self: Tensor, dim: int = None, keepdim: bool = False):
         v = _sort(flat, 0, False)[0][(flat.shape[0] - 1) // 2]
         return v
     d = _dim(dim, self.ndim, "median")
-    return kthvalue(self, (self.shape[d] - 1) // 2 + 1, d, keepdim)
+    return kthvalue(self, (self.shape[d] - 1) // 2 + 1 if self.ndim else 1, d, keepdim)
 
 
 def _extreme(dtype, sign: int):
@@ -117,6 +119,8 @@ def mode(self: Tensor, dim: int = -1, keepdim: bool = False):
     """(the most frequent value along dim — the smallest of equally frequent ones —, the int64 position of its
     last occurrence), as PyTorch."""
     d = _dim(dim, self.ndim, "mode")
+    if self.ndim == 0:
+        return self, xb.zeros((), "int64")
     x = xb.moveaxis(self, d, -1)
     count = (xb.expand_dims(x, -1) == xb.expand_dims(x, -2)).astype("int64").sum(axis=-1)     # ... n
     best = count == count.max(axis=-1, keepdims=True)
@@ -133,7 +137,7 @@ def quantile(input: Tensor, q, dim: int = None, keepdim: bool = False, interpola
     position q * (n - 1). A slice holding NaN gives NaN. A tensor q adds a leading dim of its length."""
     if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
         raise ValueError(f"quantile: unknown interpolation {interpolation!r}")
-    x = input.reshape(-1) if dim is None else input
+    x = input.reshape(-1) if dim is None else vector(input)
     d = 0 if dim is None else _dim(dim, input.ndim, "quantile")
     n = x.shape[d]
     values = xb.moveaxis(_sort(x, d, False)[0], d, -1)                      # ... n
@@ -158,7 +162,7 @@ def quantile(input: Tensor, q, dim: int = None, keepdim: bool = False, interpola
     nan = xb.isnan(values).any(axis=-1, keepdims=True)
     out = xb.where(nan, math.nan, out)
     out = xb.moveaxis(out, -1, 0)                                            # nq ...
-    if keepdim:
+    if keepdim and (input.ndim or dim is None):
         out = xb.expand_dims(out, d + 1) if dim is not None else out.reshape((out.shape[0],) + (1,) * input.ndim)
     return out[0] if scalar_q else out
 
@@ -283,3 +287,97 @@ def unique_consecutive(self: Tensor, return_inverse: bool = False, return_counts
     n = self.size
     size = n if size is None else int(size)
     return _runs(self.reshape(-1), None, n, return_inverse, return_counts, size, fill_value, tuple(self.shape))
+
+
+def _unique_slices(self, d: int, size: int, fill):
+    """The distinct slices of `self` along dim d in lexicographic order (PyTorch's unique_dim): (values with
+    `size` slices along d, padded with `fill`; the inverse [n]; counts [size]; how many there are). Every pair
+    of slices is compared (n x n x slice size)."""
+    n = self.shape[d]
+    x = xb.moveaxis(self, d, 0)
+    rest = tuple(x.shape[1:])
+    rows = x.reshape((n, x.size // n if n else 0))
+    key = rows.astype("int8") if rows.dtype == "bool" else rows
+    a, b = key[:, None, :], key[None, :, :]                                   # row i against row j
+    diff = (a != b).astype("int64")
+    before = (xb.cumsum(diff, 2) - diff) == 0                                 # no difference before column c
+    less = (before & (a < b)).any(axis=2)                                     # [i, j]: row i < row j
+    same = diff.sum(axis=2) == 0
+    first = xb.logical_not((same & (xb.iota((n, n), 1) < xb.iota((n, n), 0))).any(axis=1))   # no equal row before
+    slot = (less & first[:, None]).astype("int64").sum(axis=0)                # distinct rows below row j
+    count = first.astype("int64").sum()
+    target = xb.where(first & (slot < size), slot, size)
+    stored = rows.astype("int8") if rows.dtype == "bool" else rows
+    placed = xb.scatter_add(xb.zeros((size + 1, rows.shape[1]), stored.dtype), target, stored, axis=0)[:size]
+    filled = (xb.arange(size) < count)[:, None]
+    values = xb.where(filled, placed, fill).astype(self.dtype).reshape((size,) + rest)
+    counts = xb.scatter_add(xb.zeros((size + 1,), "int64"), xb.where(slot < size, slot, size),
+                            xb.ones((n,), "int64"), axis=0)[:size]
+    return xb.moveaxis(values, 0, d), slot, counts, count
+
+
+def _torch_unique_dim(torch, self, dim, sorted=True, return_inverse=False, return_counts=False, size=None,
+                      fill_value=0):
+    """ATen's unique_dim, its values padded along dim to `size` slices with fill_value and its counts with 0,
+    plus the number of distinct slices."""
+    values, inverse, counts = torch.ops.aten.unique_dim(self, dim, sorted, return_inverse, return_counts)
+    d = dim % self.dim()
+    size = self.shape[d] if size is None else size
+    k = min(size, values.shape[d])
+    shape = list(values.shape)
+    shape[d] = size
+    out = torch.full(shape, fill_value, dtype=self.dtype)
+    out.narrow(d, 0, k).copy_(values.narrow(d, 0, k))
+    c = torch.zeros(size, dtype=torch.int64)
+    c[:k] = counts[:k]
+    return out, inverse, c, torch.tensor(values.shape[d], dtype=torch.int64)
+
+
+@register("sort", samples=S.unique_dim_cases, torch=_torch_unique_dim, dtypes=NUM,
+          notes="padded to a static size with fill_value, plus the count; compares every pair of slices")
+def unique_dim(self: Tensor, dim: int, sorted: bool = True, return_inverse: bool = False,
+               return_counts: bool = False, size: int = None, fill_value: float = 0):
+    """ATen's unique_dim: (the distinct slices of self along dim in lexicographic order, padded to `size` slices
+    (default: all of them) with fill_value; the inverse (which distinct slice each slice is); the counts padded
+    with 0; the number of distinct slices). As on PyTorch's CPU, the inverse and counts are computed whatever
+    return_inverse and return_counts say, and sorted=False sorts too."""
+    d = _dim(dim, self.ndim, "unique_dim")
+    if self.ndim == 0:
+        raise ValueError("unique_dim: a 0-d tensor has no dim to take slices along (use _unique2)")
+    return _unique_slices(self, d, self.shape[d] if size is None else int(size), fill_value)
+
+
+def _torch_unique(torch, self, sorted=True, return_inverse=False, return_counts=False, dim=None, size=None,
+                  fill_value=0):
+    """torch.unique padded by the library's rule: values (and counts) padded to `size`, then the count."""
+    res = torch.unique(self, sorted, return_inverse, return_counts, dim)
+    res = res if isinstance(res, tuple) else (res,)
+    axis = 0 if dim is None else dim % self.dim()
+    n = self.numel() if dim is None else self.shape[axis]
+    size = n if size is None else size
+    values, k = res[0], min(size, res[0].shape[axis])
+    shape = list(values.shape)
+    shape[axis] = size
+    out = torch.full(shape, fill_value, dtype=self.dtype)
+    out.narrow(axis, 0, k).copy_(values.narrow(axis, 0, k))
+    extra = list(res[1:])
+    if return_counts:
+        c = torch.zeros(size, dtype=torch.int64)
+        c[:k] = extra[-1][:k]
+        extra[-1] = c
+    return (out, *extra, torch.tensor(values.shape[axis], dtype=torch.int64))
+
+
+@register("sort", samples=S.unique_front_cases, torch=_torch_unique, dtypes=NUM,
+          notes="padded to a static size with fill_value, plus the count")
+def unique(self: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int = None, size: int = None, fill_value: float = 0):
+    """torch.unique: the sorted distinct elements (dim=None) or slices along dim, padded to `size` (default: as
+    many as there could be) with fill_value, then the inverse if return_inverse, the counts (padded with 0) if
+    return_counts, and last the number of distinct values or slices."""
+    if dim is None:
+        values, inverse, counts, num = _unique2(self, sorted, return_inverse, return_counts, size, fill_value)
+    else:
+        values, inverse, counts, num = unique_dim(self, dim, sorted, return_inverse, return_counts, size,
+                                                  fill_value)
+    return (values,) + ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ()) + (num,)

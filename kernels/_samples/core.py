@@ -144,10 +144,12 @@ def binary(low: float = -3.0, high: float = 3.0, *, other: tuple[float, float] |
 
 def reduction(low: float = -3.0, high: float = 3.0, *, keepdim: bool = True, full: bool = True,
               multi_dim: bool = True, dim_name: str = "dim", ints: tuple[int, int] = (-20, 20),
-              special_values: bool = True, empty: bool = True, kwargs: Sequence[dict] = ({},)) -> Gen:
+              special_values: bool = True, empty: bool = True, scalar: bool = True,
+              kwargs: Sequence[dict] = ({},)) -> Gen:
     """One tensor `input` reduced along `dim_name`: the last dim and the first, with and without `keepdim`,
     a tuple of dims (`multi_dim`), all dims (`full`: the argument left out), a non-contiguous input, rows
-    holding special values and (`empty`) an empty non-reduced axis."""
+    holding special values, (`empty`) an empty non-reduced axis and (`scalar`) a 0-d input along dim 0 and -1
+    (PyTorch treats it as one of shape (1,) there and returns 0-d results)."""
     def gen(dtype: str, shapes: ShapeSet) -> Iterable[Sample]:
         def t(shape, *key):
             return tensor(shapes, dtype, shape, "red", *key, low=low, high=high, ints=ints)
@@ -169,6 +171,10 @@ def reduction(low: float = -3.0, high: float = 3.0, *, keepdim: bool = True, ful
             yield Sample((noncontig(t(s, "nc")),), {dim_name: -1, **kw}, note="non-contiguous")
         if shapes.empty and empty:
             yield Sample((t((0, 5)),), {dim_name: -1, **kw}, note="empty batch")
+        if scalar:
+            yield Sample((t((), "0d"),), {dim_name: 0, **kw}, note="0-d, dim=0")
+            yield Sample((t((), "0d-1"),), {dim_name: -1, **kw, **({"keepdim": True} if keepdim else {})},
+                         note="0-d, dim=-1" + (", keepdim" if keepdim else ""))
         if shapes.special and special_values and is_float(dtype):
             rows = special(dtype, (3, 5), (1.0, 2.0, np.inf, -1.0, 0.5, 1.0, np.nan, 2.0, 3.0, -2.0,
                                            -0.0, 0.0, 1e4, -1e4, 0.25))

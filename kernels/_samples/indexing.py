@@ -32,6 +32,8 @@ def index_select_cases(T, shapes, dtype):
         yield Sample((x, dim, rng.integers(0, n, 9).astype(np.int64)), note=f"dim={dim}")
     if shapes.noncontig:
         yield Sample((noncontig(T((5, 4), "nc")), 1, np.array([3, 0, 3], np.int64)), note="non-contiguous")
+    yield Sample((T((), "0d"), 0, np.array([0], np.int64)), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), -1, np.array(0, np.int64)), note="0-d, dim=-1, 0-d index")
 
 
 @custom
@@ -42,6 +44,8 @@ def gather_cases(T, shapes, dtype):
     for dim in (0, 1, 2):
         yield Sample((x, dim, rng.integers(0, x.shape[dim], (5, 6, 4)).astype(np.int64)), note=f"dim={dim}")
     yield Sample((x, 1, rng.integers(0, 6, (3, 9, 2)).astype(np.int64)), note="index smaller in other dims")
+    yield Sample((T((), "0d"), 0, np.array(0, np.int64)), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), -1, np.array(0, np.int64)), note="0-d, dim=-1")
 
 
 @custom
@@ -59,6 +63,8 @@ def scatter_add_cases(T, shapes, dtype):
     yield Sample((x, 1, rng.integers(0, 6, (3, 4)).astype(np.int64), T((4, 9), "s2")), note="dim 1, small index")
     yield Sample((T((3, 4, 5), "x3"), -1, rng.integers(0, 5, (3, 4, 8)).astype(np.int64), T((3, 4, 8), "s3")),
                  note="3-D, dim -1")
+    yield Sample((T((), "0d"), 0, np.array(0, np.int64), T((), "0ds")), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), -1, np.array(0, np.int64), T((), "0ds-1")), note="0-d, dim=-1")
 
 
 @custom
@@ -69,6 +75,8 @@ def scatter_cases(T, shapes, dtype):
     yield Sample((x, 0, _perm_index(rng, (4, 5), 0, 6), T((4, 5), "s")), note="dim 0")
     yield Sample((x, 1, _perm_index(rng, (6, 3), 1, 5), T((7, 4), "s2")), note="dim 1, src larger")
     yield Sample((x, 1, _perm_index(rng, (3, 2), 1, 5)), dict(value=_fill_value(dtype)), note="value")
+    yield Sample((T((), "0d"), 0, np.array(0, np.int64), T((), "0ds")), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), -1, np.array(0, np.int64)), dict(value=_fill_value(dtype)), note="0-d, dim=-1, value")
     if not _tiny(shapes):
         yield Sample((x, 0, rng.integers(0, 6, (8, 5)).astype(np.int64), T((8, 5), "s3")), dict(reduce="add"),
                      note="reduce=add")
@@ -91,6 +99,10 @@ def scatter_reduce_cases(T, shapes, dtype):
     if not _tiny(shapes):
         yield Sample((T((3, 6), "x2"), 1, rng.integers(0, 6, (3, 9)).astype(np.int64), T((3, 9), "s2"), "amin"),
                      note="dim 1", grad=False)
+    yield Sample((T((), "0d", low=0.5, high=1.5), 0, np.array(0, np.int64), T((), "0ds", low=0.5, high=1.5), "sum"),
+                 note="0-d, dim=0, sum")
+    yield Sample((T((), "0d-1", low=0.5, high=1.5), -1, np.array(0, np.int64), T((), "0ds-1", low=0.5, high=1.5),
+                  "amax"), dict(include_self=False), note="0-d, dim=-1, amax", grad=False)
 
 
 @custom
@@ -101,6 +113,8 @@ def index_add_cases(T, shapes, dtype):
     yield Sample((x, 0, rng.permutation(6)[:4].astype(np.int64), T((4, 5), "s")), note="dim 0")
     yield Sample((T((3, 7, 2), "x3"), 1, rng.permutation(7)[:3].astype(np.int64), T((3, 3, 2), "s3")),
                  note="3-D, dim 1")
+    yield Sample((T((), "0d"), 0, np.array([0], np.int64), T((), "0ds")), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), -1, np.array(0, np.int64), T((), "0ds-1")), note="0-d, dim=-1, 0-d index")
 
 
 @custom
@@ -109,6 +123,8 @@ def index_fill_cases(T, shapes, dtype):
     x = T((6, 5), "x")
     yield Sample((x, 1, rng.integers(0, 5, 3).astype(np.int64), _fill_value(dtype)), note="dim 1")
     yield Sample((x, 0, np.array([0, 5, 5], np.int64), _fill_value(dtype, 1.0)), note="dim 0, repeats")
+    yield Sample((T((), "0d"), 0, np.array([0], np.int64), _fill_value(dtype)), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), -1, np.array(0, np.int64), _fill_value(dtype, 1.0)), note="0-d, dim=-1")
 
 
 @custom
@@ -163,6 +179,10 @@ def nonzero_cases(T, shapes, dtype):
         yield Sample((x,), note=f"{shape}")
     yield Sample((x, 5), note="size 5 (fewer than the non-zeros)")
     yield Sample((x, 30, 0), note="size 30, fill 0")
+    yield Sample((x,), dict(as_tuple=True), note="as_tuple")
+    yield Sample((x, 5), dict(as_tuple=True), note="as_tuple, size 5")
+    yield Sample((T((5, 4), "nz1"),), dict(as_tuple=True), note="as_tuple, 2-D")
+    yield Sample((T((), "nz0"),), dict(as_tuple=True), note="as_tuple, 0-d")
 
 
 @custom

@@ -29,6 +29,9 @@ def pool_cases(nd: int, kind: str) -> Gen:
                 variants.append(dict(stride=2, divisor_override=3))
         for kw in variants[:1] if _tiny(shapes) else variants:
             yield Sample((x, 3), kw, note=str(kw))
+        if not _tiny(shapes):
+            yield Sample((x, 2, []), note="stride [] (ATen's default: the kernel size)")
+            yield Sample((x, (2,) * nd, ()), note="stride ()")
     pool.__name__ = f"{kind}_pool{nd}d_cases"
     return pool
 

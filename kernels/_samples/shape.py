@@ -26,6 +26,8 @@ def tensor_split_cases(T, shapes, dtype):
     yield Sample((x, 3, 1), note="3 sections")
     yield Sample((x, (1, 3), -1), note="indices (1, 3)")
     yield Sample((x, (2, 9, 1), 2), note="indices past the end and decreasing")
+    yield Sample((x, np.int64(2), -1), note="numpy integer sections")
+    yield Sample((x, [np.int64(1), np.int64(4)], 2), note="numpy integer indices")
 
 
 @custom
@@ -179,6 +181,9 @@ def narrow_cases(T, shapes, dtype):
     x = _shape_x(T, shapes)
     yield Sample((x, 1, 1, 2), note="dim 1")
     yield Sample((x, -1, -3, 2), note="negative start")
+    yield Sample((x, 2, np.array(1, np.int64), 3), note="0-d tensor start")
+    yield Sample((x, 0, np.array(-2, np.int64), 2), note="negative 0-d tensor start")
+    yield Sample((x, -1, np.int64(1), 2), note="numpy integer start")
 
 
 @custom

@@ -29,6 +29,8 @@ def sort_cases(T, shapes, dtype):
         sv = special(dtype, (2, 14))
         yield Sample((sv, -1), dict(stable=True), note="special values", grad=False)
         yield Sample((sv, -1, True), dict(stable=True), note="special values, descending", grad=False)
+    yield Sample((T((), "0d"), 0), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), -1, True), note="0-d, dim=-1, descending")
 
 
 @custom
@@ -40,6 +42,8 @@ def topk_cases(T, shapes, dtype):
             yield Sample((x, k, -1, largest), note=f"{shape} k={k} largest={largest}")
     x = distinct(shapes, dtype, (6, 4), 0, "topk0")
     yield Sample((x, 2, 0), note="dim 0")
+    yield Sample((T((), "0d"), 1, 0), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), 1, -1, False), note="0-d, dim=-1, smallest")
 
 
 @custom
@@ -50,6 +54,8 @@ def kthvalue_cases(T, shapes, dtype):
         yield Sample((x, shape[-1] // 2 + 1, -1, True), note=f"{shape} middle, keepdim")
     x = distinct(shapes, dtype, (7, 3), 0, "kth0")
     yield Sample((x, 3, 0), note="dim 0")
+    yield Sample((T((), "0d"), 1, 0), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), 1, -1, True), note="0-d, dim=-1, keepdim")
 
 
 @custom
@@ -60,6 +66,8 @@ def median_cases(T, shapes, dtype):
     x = distinct(shapes, dtype, (6, 5), 0, "median0")
     yield Sample((x, 0, True), note="dim 0 keepdim")
     yield Sample((distinct(shapes, dtype, (24,), 0, "all").reshape(4, 6),), note="all elements")
+    yield Sample((T((), "0d"), 0), note="0-d, dim=0")
+    yield Sample((T((), "0d-1"), -1, True), note="0-d, dim=-1, keepdim")
 
 
 @custom
@@ -71,6 +79,8 @@ def mode_cases(T, shapes, dtype):
             x = cast(np.round(x.astype(np.float64)), dtype)
         yield Sample((x, -1), note=f"{shape}")
     yield Sample((x, 1, True), note="dim 1 keepdim")
+    yield Sample((T((), "0d", ints=(-3, 3)), 0), note="0-d, dim=0")
+    yield Sample((T((), "0d-1", ints=(-3, 3)), -1, True), note="0-d, dim=-1, keepdim")
 
 
 @custom
@@ -83,6 +93,8 @@ def quantile_cases(T, shapes, dtype):
     for mode in ("linear", "lower", "higher", "nearest", "midpoint"):
         yield Sample((x, qs, 0), dict(interpolation=mode), note=f"tensor q, {mode}")
     yield Sample((x, 0.5, 1, True), note="keepdim")
+    yield Sample((T((), "0d"), qs, 0), note="0-d, dim=0, tensor q")
+    yield Sample((T((), "0d-1"), 0.5, -1, True), note="0-d, dim=-1, keepdim")
     if shapes.special:
         with_nan = x.copy()
         with_nan[2, 3] = np.nan
@@ -134,3 +146,30 @@ def unique_consecutive_cases(T, shapes, dtype):
     yield Sample((x,), note="runs")
     yield Sample((x, True, True), note="inverse and counts")
     yield Sample((_pool(T, (3, 5), dtype, "c2"), True, True), dict(size=4), note="2-D, size 4")
+
+
+def _slices(T, dtype, key):
+    """[5, 4] rows from a pool of three, with repeats (so distinct slices along dim 0 and dim 1 both repeat)."""
+    pool = _pool(T, (3, 4), dtype, key)
+    return pool[[1, 0, 1, 2, 0]]
+
+
+@custom
+def unique_dim_cases(T, shapes, dtype):
+    """unique_dim(self, dim, sorted, return_inverse, return_counts, size, fill_value) over repeated slices."""
+    x = _slices(T, dtype, "ud")
+    yield Sample((x, 0), note="rows")
+    yield Sample((x, 1, True, True, True), note="columns")
+    yield Sample((x.reshape(5, 2, 2), -3), note="3-D, dim -3")
+    yield Sample((x, 0, True, True, True), dict(size=2, fill_value=-1), note="size 2 (fewer than the distinct)")
+
+
+@custom
+def unique_front_cases(T, shapes, dtype):
+    """torch.unique(self, sorted, return_inverse, return_counts, dim) with and without dim."""
+    x = _slices(T, dtype, "uf")
+    yield Sample((x,), note="elements")
+    yield Sample((x, True, True, True), note="elements, inverse and counts")
+    yield Sample((x,), dict(dim=0), note="dim=0")
+    yield Sample((x, True, False, True, 1), note="dim=1, counts")
+    yield Sample((x, True, True, False), dict(dim=0, size=6, fill_value=7), note="dim=0, inverse, size 6")
