@@ -27,7 +27,11 @@ try:
 except ImportError:  # pragma: no cover
     mathlib = None
 
-FASTMATH = '{"nsz", "arcp", "contract", "afn", "reassoc"}'
+# Fast math is reassociation (vectorised sums) and approximate library calls only. With nsz as well, LLVM's
+# Reassociate pass cancels `(x + 1) - (x + 1)` to 0 (so isfinite(x + 1) held for NaN and `s - s` was 0 for an
+# infinite sum); arcp turns `x / s` into `x * (1 / s)`, infinite for a subnormal s; contract fuses a * b + c
+# differently where a value is computed twice (a reduction and its epilogue), so `v - v.max()` could be > 0.
+FASTMATH = '{"afn", "reassoc"}'
 SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loops
 
 

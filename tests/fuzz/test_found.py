@@ -1,0 +1,54 @@
+"""Bugs the fuzzer found, each as the minimal operator it shrank to, with the values every backend must give
+(PyTorch's answers; hand-computed where they are special values)."""
+import numpy as np
+import pytest
+
+import xbench as xb
+from xbench import Tensor
+
+BACKENDS = ["reference", "cpu", "cuda", "ascend"]
+NAN, INF = np.nan, np.inf
+
+
+def run(op, *arrays, backend):
+    opts = {"ptx": False} if backend == "cuda" else {}
+    outs = op.compile(backend, *arrays, **opts).run(*arrays)
+    return outs
+
+
+def same(got, want) -> bool:
+    got, want = np.asarray(got), np.asarray(want)
+    return got.shape == want.shape and bool(np.all((got == want) | (np.isnan(got) & np.isnan(want))
+                                                   if got.dtype.kind == "f" else got == want))
+
+
+@xb.tensor_op
+def finite_mask(x: Tensor, s: Tensor, t: Tensor):
+    return xb.isfinite(x + 1), s.sum() - s.sum(), t / t.sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fast_math_never_changes_special_values(backend):
+    """cpu: with nsz and reassoc LLVM cancelled (x + 1) - (x + 1), so isfinite(x + 1) was True for NaN and inf and
+    `s - s` was 0 for an infinite sum; with arcp `t / s` became t * (1 / s), inf for a subnormal sum."""
+    x = np.array([NAN, INF, -INF, 1.0, 3e38], np.float32)
+    s = np.array([INF, 1.0], np.float32)
+    t = np.array([1e-39, 1e-39, 2e-39], np.float32)
+    mask, zero, frac = run(finite_mask, x, s, t, backend=backend)
+    assert mask.tolist() == [False, False, False, True, True]
+    assert np.isnan(zero)
+    np.testing.assert_allclose(frac, [0.25, 0.25, 0.5], rtol=1e-5)
+
+
+@xb.tensor_op
+def cumulative_bools(x: Tensor):
+    return xb.cummax(x, axis=0), xb.cummin(x, axis=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cummax_and_cummin_of_bools(backend):
+    """cpu and ascend asked numpy for the integer limits of bool (ValueError: Invalid integer data type 'b')."""
+    x = np.array([[False, True, False], [False, False, True]])
+    hi, lo = run(cumulative_bools, x, backend=backend)
+    assert hi.tolist() == [[False, True, False], [False, True, True]]
+    assert lo.tolist() == [[False, False, False], [False, False, False]]
