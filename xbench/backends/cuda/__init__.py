@@ -79,8 +79,27 @@ class CudaArtifact(Artifact):
                 out.append(np.require(b.value, np.dtype(b.dtype), "C"))
         return out
 
+    def sim_seconds(self) -> float:
+        """About how long numba's CUDA simulator takes to run this artifact once (its Python threads do ~200 k
+        points/s of a thread-per-point kernel, ~400 k multiply-adds/s of a tiled GEMM, ~4 k row elements per
+        stage/s of a kernel whose block's threads share rows through barriers)."""
+        total = 0.0
+        stages = {k.name: max([_extent(st) for st in k.stages] + [1]) * max(1, len(k.stages))
+                  for k in self.program.kernels}
+        for ln in self.launches:
+            d = ln.details
+            if ln.template == "tiled":
+                total += d["M"] * d["N"] * d["K"] * d.get("batch", 1) / SIM_RATES["tiled"]
+            elif ln.template == "row":
+                total += d["points"] * stages.get(ln.kernel, 1) / SIM_RATES["row"]
+            else:
+                total += d.get("points", 1) * stages.get(ln.kernel, 1) / SIM_RATES["point"]
+        return total
+
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         module = self._module()
+        if device.mode() == "simulator":
+            _sim_guard(self)
         with _ieee_quiet():
             return module.run(*self._arrays(arrays), grid=self._grid())
 
@@ -106,6 +125,55 @@ class CudaArtifact(Artifact):
             host = b[o].copy_to_host()
             outs.append(host.reshape(()) if not self.program.buffers[o].shape else host)
         return outs
+
+
+SIM_RATES = {"point": 2e5, "tiled": 4e5, "row": 4e3}
+SIM_WARN_S = 10.0          # a simulated run estimated to take longer says so first
+SIM_MAX_S = 120.0          # ... and one past this is refused (XBENCH_CUDASIM_MAX_S changes it; 0: no limit)
+
+
+def _extent(stage) -> int:
+    axes = getattr(stage, "axes", None) or ((stage.axis,) if hasattr(stage, "axis") else ())
+    return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
+
+
+def sim_limit() -> float:
+    raw = os.environ.get("XBENCH_CUDASIM_MAX_S", "").strip()
+    if not raw:
+        return SIM_MAX_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BackendError(f"XBENCH_CUDASIM_MAX_S={raw!r} is not a number of seconds",
+                           hint="e.g. XBENCH_CUDASIM_MAX_S=600, or 0 for no limit") from None
+    return value if value > 0 else float("inf")
+
+
+def _sim_guard(art: CudaArtifact) -> None:
+    """Refuse a simulated run estimated past `sim_limit()` (with the ways out), warn before a long one."""
+    est = art.sim_seconds()
+    limit = sim_limit()
+    shapes = ", ".join(f"{n}: {art.program.buffers[n].type_str()}" for n in art.program.inputs)
+    if est > limit:
+        raise BackendError(
+            f"{art.program.name} on cuda: no CUDA GPU here, and numba's CUDA simulator (Python threads) would "
+            f"take about {_human(est)} for {shapes} (the limit is {_human(limit)})",
+            hint="run it on smaller inputs (the simulator checks correctness, not speed), on a machine with a "
+                 "CUDA GPU, or on backend='cpu'; xb.profile predicts its GPU time without running it; or allow "
+                 f"it: XBENCH_CUDASIM_MAX_S={int(est * 2)} (0: no limit)")
+    if est > SIM_WARN_S:
+        warnings.warn(f"xbench: {art.program.name} on cuda runs in numba's CUDA simulator (no CUDA GPU here): "
+                      f"about {_human(est)} for {shapes}", stacklevel=3)
+
+
+def _human(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "no limit"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def ptx_default() -> bool:

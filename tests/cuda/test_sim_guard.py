@@ -1,0 +1,38 @@
+"""A run too long for numba's CUDA simulator is refused with the ways out; a long one is announced first."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xbench as xb
+from xbench.backends import cuda as cuda_backend
+from xbench.backends.cuda import device
+from xbench.errors import BackendError
+
+pytestmark = pytest.mark.skipif(device.mode() != "simulator", reason="a CUDA GPU runs these for real")
+
+
+def test_a_4096_square_softmax_is_refused_at_once_with_the_ways_out():
+    x = np.zeros((4096, 4096), np.float32)
+    art = xb.ops.softmax.compile("cuda", x)
+    assert art.sim_seconds() > 3600
+    with pytest.raises(BackendError) as err:
+        art.run(x)
+    assert "would take about" in err.value.message and "f32[4096,4096]" in err.value.message
+    assert "XBENCH_CUDASIM_MAX_S=" in err.value.hint and "smaller inputs" in err.value.hint
+
+
+def test_the_limit_and_the_warning(monkeypatch):
+    x = np.random.default_rng(0).standard_normal((8, 24)).astype(np.float32)
+    art = xb.ops.softmax.compile("cuda", x)
+    monkeypatch.setenv("XBENCH_CUDASIM_MAX_S", "1e-6")
+    with pytest.raises(BackendError, match="the limit is 0 s"):
+        art.run(x)
+    monkeypatch.setenv("XBENCH_CUDASIM_MAX_S", "0")                 # no limit
+    monkeypatch.setattr(cuda_backend, "SIM_WARN_S", 0.0)
+    with pytest.warns(UserWarning, match="runs in numba's CUDA simulator"):
+        out = art.run(x)[0]
+    np.testing.assert_allclose(out.sum(axis=-1), 1.0, rtol=1e-5)
+    monkeypatch.setenv("XBENCH_CUDASIM_MAX_S", "soon")
+    with pytest.raises(BackendError, match="not a number of seconds"):
+        art.run(x)
