@@ -44,7 +44,8 @@ def _unusable(root: Path) -> str | None:
     except OSError as exc:
         return f"it cannot be written: {exc.strerror or exc}"
     try:
-        os.write(fd, b"\0" * 4096)         # a full disk refuses data, not an empty file
+        if os.write(fd, b"\0" * 4096) < 4096:  # a full disk refuses data, not an empty file
+            return "it has no room for a 4 KiB file"
     except OSError as exc:
         return f"it cannot be written: {exc.strerror or exc}"
     finally:
@@ -87,6 +88,8 @@ def cache_root() -> Path:
     else:
         why2 = _unusable(stand_in)
     if why2 is not None:
+        if stand_in is not None:
+            shutil.rmtree(stand_in, ignore_errors=True)
         raise CacheError(f"the cache directory {root} is not usable ({why}), nor is a temporary folder "
                          f"({why2})", hint="point XBENCH_CACHE_DIR at a writable folder with free space")
     atexit.register(shutil.rmtree, stand_in, True)
