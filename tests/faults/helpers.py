@@ -29,10 +29,11 @@ def child_cmd(backends: str = "cpu,ascend", seeds: str = "0", tune: bool = False
 
 
 def run_child(cache: Path, backends: str = "cpu,ascend", seeds: str = "0", tune: bool = False, *,
-              prefix: list[str] | None = None, timeout: float = 150, **env: str) -> tuple[int, list[dict], str]:
+              prefix: list[str] | None = None, preexec_fn=None, timeout: float = 150,
+              **env: str) -> tuple[int, list[dict], str]:
     """(exit status, the JSON lines it printed, stderr) of one child session on `cache`."""
     proc = subprocess.run([*(prefix or []), *child_cmd(backends, seeds, tune)], capture_output=True, text=True,
-                          env=child_env(cache, **env), timeout=timeout)
+                          env=child_env(cache, **env), timeout=timeout, preexec_fn=preexec_fn)
     return proc.returncode, lines(proc.stdout), proc.stderr
 
 
@@ -189,3 +190,14 @@ def full_disk_prefix(folder: Path, free_kib: int = 4) -> list[str] | None:
     return [*ns, "sh", "-c", f'mount -t tmpfs -o size={size}k tmpfs "{folder}" && '
                             f'(head -c {(size - free_kib) * 1024} /dev/zero > "{folder}/filler" || true) && '
                             'exec "$@"', "sh"]
+
+
+def small_files(limit: int = 2048):
+    """A preexec_fn: the child may write no file over `limit` bytes (EFBIG, as a full disk refuses data), where
+    no tmpfs can be mounted."""
+    def limit_files():
+        import resource
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return limit_files
