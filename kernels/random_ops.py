@@ -2,8 +2,9 @@
 
 Every element draws its bits from a hash of (its flat index, the draw number, the seed): no state, so the
 same seed gives the same tensor on every backend, in any order of evaluation, and every backend is verified
-against the reference like any other operator. Seeds are static arguments (plain Python ints): a new seed is
-a new specialisation, so pass a fresh one per step (e.g. the step number) when training with dropout.
+against the reference like any other operator. A seed is a static argument (a plain Python int: a new seed is a
+new specialisation) or a 0-d integer tensor (a run-time input: one compiled operator serves every seed, as the
+torch bridge passes it).
 
 The hash is PCG's output permutation ("PCG hash", Jarzynski & Olano, "Hash Functions for GPU Rendering",
 JCGT 2020) applied twice, on 32-bit values held in int64 lanes: every product stays below 2**63, so the
@@ -45,9 +46,16 @@ def _pcg(x):
     return ((word >> 22) ^ word) & M32
 
 
-def _keys(seed: int) -> tuple[int, int]:
+def _keys(seed):
+    """Two 32-bit keys from a seed: a Python int (static), or a 0-d integer tensor in [0, 2**63) (a run-time
+    input, so a new seed does not retrace: the same keys as the int)."""
+    if isinstance(seed, xb.Tensor):
+        if seed.ndim != 0 or seed.dtype not in INTS:
+            raise TypeError(f"a tensor seed must be a 0-d int32/int64 tensor, got {seed.dtype}{list(seed.shape)}")
+        s = seed.astype("int64")
+        return _pcg((s & M32) ^ _pcg((s >> 32) & M32)), _pcg(((s >> 32) ^ 0x9E3779B9) & M32)
     if not isinstance(seed, int):
-        raise TypeError(f"seed must be a Python int (a static argument), got {type(seed).__name__}")
+        raise TypeError(f"seed must be a Python int or a 0-d integer tensor, got {type(seed).__name__}")
     s = seed & 0xFFFFFFFFFFFFFFFF
     return pcg((s & M32) ^ pcg(s >> 32)), pcg(((s >> 32) ^ 0x9E3779B9) & M32)
 

@@ -362,6 +362,11 @@ class Operator:
                                      hint="fix the body or the return annotation", loc=_def_loc(self.fn))
         return outs
 
+    def inline(self, *args, **kwargs):
+        """Call the body inside the operator being traced: its equations join that trace (numpy arguments
+        become captured constants)."""
+        return self._inline(args, kwargs)
+
     def _inline(self, args, kwargs):
         b = self.bind(args, kwargs, user_location())
         call_args = dict(b.arguments)

@@ -9,7 +9,10 @@ epilogue while the block is still in cache; integer contractions use a blocked l
 """
 from __future__ import annotations
 
+import ast
+import io
 import re
+import tokenize
 
 import numpy as np
 
@@ -96,6 +99,7 @@ class ModuleWriter:
         self.fast_math = True
         self._ahead: tuple[str, Expr, int, int] | None = None    # the prefetch the stage being written issues
         self._scalars: dict[str, str] = {}      # 0-d buffers the kernel being written reads into a local first
+        self._seen: dict[str, str] = {}         # each kernel function's code, up to names -> its kernel
 
     # ---- 16-bit floats: uint16 bits in buffers, float32 in registers ---------------------------------
     def _load(self, buf: str, dtype: str, text: str) -> str:
@@ -295,10 +299,18 @@ class ModuleWriter:
 
     # ---- kernels -------------------------------------------------------------------------------------
     def kernel(self, k: Kernel) -> str:
+        """The kernel's function; a kernel whose code is another's up to names (the same layer repeated, the
+        query, key and value projections) is that function under its own name, compiled once."""
         sched = self.schedules.get(k.name, Schedule())
         if k.kind == "contract" and contraction.roles(k) is not None and sched.get("impl", "blas") != "points":
-            return self.tasks(k, ContractWriter(self, k, sched).text())
-        return self.tasks(k, self.pointwise(k, sched))
+            text = ContractWriter(self, k, sched).text()
+        else:
+            text = self.pointwise(k, sched)
+        key = canonical(text)
+        first = self._seen.setdefault(key, k.name)
+        if first != k.name:
+            return f"{k.name} = {first}  # the same code as {first}"
+        return self.tasks(k, text)
 
     def tasks(self, k: Kernel, text: str) -> str:
         """A kernel whose body is serial set-up and then one `prange` loop, as `<name>_part(buffers, _lo, _hi)`
@@ -714,6 +726,25 @@ def recompute_rows(k: Kernel) -> list:
         else:
             out.append(s)
     return out
+
+
+def canonical(text: str) -> str:
+    """A generated function's code with its own names (the function, parameters, locals) numbered in order of
+    first use: equal for kernels that differ only in the names of buffers, axes and locals."""
+    tree = ast.parse(text)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+    own = {fn.name} | {a.arg for a in fn.args.args}
+    own |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names: dict[str, str] = {}
+    out, after_dot = [], False
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        t = tok.string
+        if tok.type == tokenize.NAME and t in own and not after_dot:
+            t = names.setdefault(t, f"_v{len(names)}")
+        if tok.type not in (tokenize.COMMENT, tokenize.NL):
+            out.append(t)
+        after_dot = tok.type == tokenize.OP and tok.string == "."
+    return " ".join(out)
 
 
 def _writes_param(line: str, params: list[str]) -> bool:

@@ -1,0 +1,214 @@
+"""The `torch.compile` backend: `torch.compile(model, backend="xbench", options={...})`.
+
+Dynamo captures the model's graphs (several where it breaks); AOTAutograd turns each into forward and
+backward ATen graphs (functionalised: mutations come back as outputs, which AOT copies back), decomposing
+only the ops the library does not have. Each graph is then probed (`partition.probe`): if every node lowers,
+the whole graph becomes one xbench operator; otherwise the supported nodes form partitions, each one
+operator, and the rest runs on torch. `options={"verify": True}` runs every partition on torch eager too and
+raises on the first op whose result differs beyond the tolerance table.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from ..config import log
+from ..errors import ArgumentError
+from . import aten
+from .graph import GraphOp
+from .partition import Fallback, partitions, probe
+
+TARGETS = ("cpu", "cuda", "ascend", "reference")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What `options=` may hold."""
+    target: str = "cpu"                 # the xbench backend partitions run on
+    verify: bool = False                # run each partition on torch eager too, raise on a difference
+    fallback: bool = True               # False: an op xbench cannot run is an error instead of a torch fallback
+    decompose: bool = True              # decompose (core ATen) the ops the library lacks
+    fallback_ops: tuple = ()            # ATen ops ("aten.gelu.default", or "gelu") kept on torch
+
+    @classmethod
+    def parse(cls, options: dict | None) -> Options:
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ArgumentError(f"torch.compile(backend='xbench'): unknown option(s) {', '.join(unknown)}",
+                                hint="options are " + ", ".join(cls.__dataclass_fields__))
+        target = options.get("target", "cpu")
+        if target not in TARGETS:
+            raise ArgumentError(f"torch.compile(backend='xbench'): unknown target {target!r}",
+                                hint="use one of " + ", ".join(TARGETS))
+        if isinstance(options.get("fallback_ops"), str):
+            options["fallback_ops"] = (options["fallback_ops"],)
+        options["fallback_ops"] = tuple(options.get("fallback_ops", ()))
+        return cls(**options)
+
+
+@dataclass
+class GraphRecord:
+    """What became of one captured ATen graph: its partitions, the fallbacks, and the time each step took."""
+    name: str
+    kind: str                            # "forward", "backward" or "inference"
+    nodes: int
+    ops: dict[str, int]
+    fallbacks: list[Fallback]
+    partitions: list[GraphOp]
+    probe_ms: float
+    graph: fx.GraphModule | None = None
+
+
+@dataclass
+class Session:
+    """Everything one `torch.compile(..., backend="xbench")` compiled, for `explain`."""
+    options: Options
+    graphs: list[GraphRecord] = field(default_factory=list)
+    dynamo_graphs: int = 0
+
+
+_sessions: list[Session] = []
+_lock = threading.Lock()
+_counter = itertools.count()
+
+
+def supported_ops() -> set:
+    """The ATen ops the bridge lowers (adapters and library names), for choosing what to decompose."""
+    return set(aten.RULES)
+
+
+@functools.lru_cache(maxsize=1)
+def decompositions() -> dict:
+    """Core ATen decompositions of the ops that have no rule and no library operator."""
+    from torch._decomp import core_aten_decompositions
+    table = {}
+    for op, fn in core_aten_decompositions().items():
+        rule, _ = aten.rule_for(op)
+        if rule is None:
+            table[op] = fn
+    return table
+
+
+def compile_graph(gm: fx.GraphModule, kind: str, session: Session):
+    """A captured ATen graph as a callable on torch tensors (AOT's boxed convention is added by the caller)."""
+    n = next(_counter)
+    t0 = time.perf_counter()
+    unsupported = probe(gm, session.options.fallback_ops)
+    probe_ms = (time.perf_counter() - t0) * 1e3
+    ops: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            name = aten.target_of(node.target).text
+            ops[name] = ops.get(name, 0) + 1
+    fallbacks = list(unsupported.values())
+    if fallbacks and not session.options.fallback:
+        from ..errors import BackendError
+        raise BackendError("xbench cannot run these ops (fallback=False): " + "; ".join(map(str, fallbacks)))
+    target, verify = session.options.target, session.options.verify
+    record = GraphRecord(f"graph{n}_{kind}", kind, sum(ops.values()), ops, fallbacks, [], probe_ms, gm)
+    session.graphs.append(record)
+    for f in fallbacks:
+        log.log(logging.INFO, "xbench.torch: %s runs on torch: %s", f.op, f)
+    if not unsupported:
+        op = GraphOp(gm, record.name, target)
+        record.partitions.append(op)
+        return _checked(op, gm) if verify else op
+    split = partitions(gm, unsupported)
+    for node in split.graph.nodes:
+        if node.op == "call_module" and str(node.target).startswith("xbench_"):
+            sub = getattr(split, node.target)
+            op = GraphOp(sub, f"{record.name}_{node.target}", target)
+            record.partitions.append(op)
+            setattr(split, node.target, _Module(_checked(op, sub) if verify else op))
+    split.recompile()
+    return split
+
+
+class _Module(torch.nn.Module):
+    """A compiled partition in the place of its submodule (the split graph calls submodules)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        out = self.fn(*args)
+        return tuple(out) if len(out) != 1 or self.fn_returns_tuple else out[0]
+
+    @property
+    def fn_returns_tuple(self) -> bool:
+        op = self.fn if isinstance(self.fn, GraphOp) else self.fn.op
+        args = op.output.args[0]
+        return isinstance(args, (tuple, list))
+
+
+def _checked(op: GraphOp, gm: fx.GraphModule):
+    from .verify import Checked
+    return Checked(op, gm)
+
+
+def xbench_backend(gm: fx.GraphModule, example_inputs, options: dict | None = None):
+    """The Dynamo backend (entry point `torch_dynamo_backends: xbench`)."""
+    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    opts = Options.parse(options)
+    session = _session_for(opts)
+    session.dynamo_graphs += 1
+
+    def compiler(kind):
+        def fn(g: fx.GraphModule, inputs):
+            return make_boxed_func(compile_graph(g, kind, session))
+        return fn
+
+    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                       inference_compiler=compiler("inference"),
+                       decompositions=decompositions() if opts.decompose else {},
+                       partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True)
+    return aot(gm, example_inputs)
+
+
+_current: threading.local = threading.local()
+
+
+def _session_for(opts: Options) -> Session:
+    forced = getattr(_current, "session", None)
+    if forced is not None:
+        return forced
+    s = Session(opts)
+    with _lock:
+        _sessions.append(s)
+        del _sessions[:-64]
+    return s
+
+
+class recording:
+    """`with recording(options) as s:` every graph xbench compiles inside goes into the one session `s`."""
+
+    def __init__(self, options: dict | None = None):
+        self.session = Session(Options.parse(options))
+
+    def __enter__(self) -> Session:
+        self._before = getattr(_current, "session", None)
+        _current.session = self.session
+        return self.session
+
+    def __exit__(self, *exc) -> None:
+        _current.session = self._before
+
+
+def last_session() -> Session | None:
+    return _sessions[-1] if _sessions else None
+
+
+__all__ = ["GraphRecord", "Options", "Session", "compile_graph", "decompositions", "last_session", "recording",
+           "supported_ops", "xbench_backend", "Any"]
