@@ -264,7 +264,7 @@ def tuned_schedules(program, backend: str, target: str | None = None) -> dict[st
         db = tuning_db()
         for k in program.kernels:
             cfg = db.best(kernel_key(k, backend, target))
-            if cfg:
+            if cfg and _fits(cfg, k, program, backend):
                 out[k.name] = cfg
     except CacheError as exc:
         if str(path) not in _warned:
@@ -275,3 +275,18 @@ def tuned_schedules(program, backend: str, target: str | None = None) -> dict[st
 
 
 _warned: set[str] = set()
+
+
+def _fits(config: dict, kernel, program, backend: str) -> bool:
+    """Whether a stored schedule is one the kernel's knobs allow: a record damaged on disk in a way SQLite does
+    not notice (a flipped byte in a value), or left by another version, costs its kernel the tuned schedule,
+    with a warning, not the call."""
+    from ..backends import get, knobs_of
+    from ..ir.schedule import check_value
+    knobs = knobs_of(get(backend), kernel, program)
+    bad = next((f"{k}={v!r}" for k, v in config.items() if k not in knobs or check_value(knobs[k], v)), None)
+    if bad is not None:
+        log.warning("the tuning database's schedule for kernel %s of %s (%s) is not one its knobs allow (%s); "
+                    "using the default schedule (tune it again to replace the record)", kernel.name, program.name,
+                    backend, bad)
+    return bad is None
