@@ -45,17 +45,20 @@ def test_every_damaged_entry_is_rebuilt_and_the_session_goes_on(built, tmp_path,
             damage(p, how, rng)
             damaged[p] = (kind, p.read_bytes())
     assert {k for k, _ in damaged.values()} == set(KINDS)
-    rc, out, err = run_child(cache, BACKENDS, tune=True)
+    rc, out, err = run_child(cache, BACKENDS)         # its first call finds the tuning database damaged
     assert rc >= 0, f"killed by {signal.Signals(-rc).name} (seed {SEED})\n{err[-3000:]}"
     assert rc == 0, explain(rc, out, err)
     got = results(out)
-    assert len(got) == 2 * 3 + 2 and all(got.values()), got           # every operator on every backend, tuned
+    assert len(got) == 2 * 3 and all(got.values()), got               # every operator on every backend
     assert "is damaged" in err                                          # the user is told what was rebuilt
-    # what the session used was rebuilt and is sound; damaged entries it never asked for (candidates its tuning
-    # did not try this time) stay as they were, and are checked when asked for
+    # what the session used was rebuilt and is sound; damaged entries it never asked for (the tuning candidates
+    # of the first session) stay as they were, and are checked when asked for
     assert audit(cache, unused={p: raw for p, (_, raw) in damaged.items()}) == [], f"seed {SEED}"
     rebuilt = {kind for p, (kind, raw) in damaged.items() if p.exists() and p.read_bytes() != raw}
-    assert rebuilt >= set(KINDS) - {"python bytecode"}, f"never rebuilt: {set(KINDS) - rebuilt}"
+    expect = set(KINDS) - {"python bytecode"}
+    if how == "flip" and not audit(cache / "tune"):
+        expect.discard("tuning database")   # bytes flipped where SQLite keeps nothing it checks: still sound
+    assert rebuilt >= expect, f"never rebuilt: {expect - rebuilt}"
 
 
 def test_a_sealed_entry_that_does_not_check_out_is_never_loaded(tmp_path):
@@ -90,3 +93,20 @@ def test_a_damaged_tuning_database_costs_tuned_schedules_not_the_call(tmp_path, 
     assert (tmp_path / "tune" / "tuning.sqlite.damaged").exists()
     rows = list(xb.tuning_db().entries())                              # a fresh database, usable
     assert rows == []
+
+
+def test_a_tuned_schedule_damaged_in_its_values_costs_only_that_schedule(tmp_path, monkeypatch):
+    """SQLite checks its pages, not the values in them: a stored schedule whose bytes changed into values the
+    kernel's knobs do not allow is passed over with a warning, and the call runs with the default."""
+    monkeypatch.setenv("XBENCH_CACHE_DIR", str(tmp_path))
+
+    @xb.tensor_op
+    def thrice(x: Tensor["N"]):
+        return x * 3
+
+    x = np.arange(6, dtype=np.float32)
+    (kernel,) = thrice.lower(x).kernels
+    from xbench.tune.db import default_target, kernel_key
+    db = xb.tuning_db()
+    db.set_best(kernel_key(kernel, "cpu", default_target("cpu")), {"parallel": "trve"}, 1.0, 2.0, False)
+    np.testing.assert_array_equal(thrice(x), x * 3)                    # was a ScheduleError on every call
