@@ -70,7 +70,7 @@ def test_stencils_match_the_reference_without_a_scalar_loop(mode: str, n: int, h
     assert "CopyGmToUbWindow(" in art.source and "DataCopyPad(dst[a0], from, params, pad);" in art.source
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", ["constant", "reflect"])     # the pad value in DataCopyPad, edges on the scalar unit
 def test_half_precision_stencils(mode: str) -> None:
     x = rng.standard_normal(203).astype(np.float16)             # 203 halves: not a whole number of 32-byte blocks
     y = rng.standard_normal((5, 21)).astype(np.float16)
