@@ -52,3 +52,34 @@ def test_cummax_and_cummin_of_bools(backend):
     hi, lo = run(cumulative_bools, x, backend=backend)
     assert hi.tolist() == [[False, True, False], [False, True, True]]
     assert lo.tolist() == [[False, False, False], [False, False, False]]
+
+
+@xb.tensor_op
+def empty_pieces(x: Tensor, y: Tensor):
+    return xb.concat([x, x * 2], axis=1), xb.concat([y[:, :0], y[:, 3:]], axis=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_concat_of_empty_pieces(backend):
+    """Lowering a concat whose pieces are all empty along the axis took the last of no pieces (IndexError)."""
+    x = np.zeros((3, 0), np.int32)
+    y = np.arange(6, dtype=np.float32).reshape(2, 3)
+    a, b = run(empty_pieces, x, y, backend=backend)
+    assert a.shape == (3, 0) and b.shape == (2, 0)
+
+
+@xb.tensor_op
+def wrapped_scalars(b: Tensor):
+    return xb.fmin(b, -2147483648), b + 300, b > 300, b * (2 ** 40 + 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python_ints_wrap_into_the_tensors_dtype(backend):
+    """A Python int beyond uint8 raised OverflowError in the cpu and cuda code generators; as PyTorch, it takes
+    the tensor's dtype, wrapping (300 is 44 in uint8, -2**31 is 0, 2**40 + 3 is 3)."""
+    b = np.array([3, 100, 250], np.uint8)
+    lo, plus, gt, times = run(wrapped_scalars, b, backend=backend)
+    assert lo.tolist() == [0, 0, 0]
+    assert plus.tolist() == [47, 144, 38]
+    assert gt.tolist() == [False, True, True]
+    assert times.tolist() == [9, 44, 238]

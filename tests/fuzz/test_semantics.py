@@ -131,3 +131,15 @@ def test_float_to_int_conversions_are_pytorchs(src, dst):
     ours = float_to_int(x.astype(np.float64), dst).astype(dst)
     theirs = torch.from_numpy(x).to(getattr(torch, dst)).numpy()
     assert ours.tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sorting_is_pytorchs_stable_sort(descending):
+    from xbench.ir.prims.scan_sort import _sort_ref
+    rows = [np.array([[1, np.nan, 2, -np.inf, np.inf, 2, np.nan, -0.0, 0.0]]),
+            np.array([[-2**63, 5, -1, 2**63 - 1, 5, -2**63]])]
+    for x in rows:
+        values, order = _sort_ref(x, axis=1, descending=descending)
+        tv, to = torch.sort(torch.from_numpy(x), dim=1, descending=descending, stable=True)
+        assert order.tolist() == to.tolist()
+        assert same(values, tv.numpy()).all()

@@ -84,6 +84,58 @@ def _xb_ifmod(a, b):
         return a - a
     r = a % b
     return r - b if r != 0 and (r < 0) != (a < 0) else r
+
+
+# integer // and % as PyTorch: INT_MIN // -1 wraps to INT_MIN (numba's // gave 0), by 0 both are 0 (numpy's answer;
+# PyTorch raises)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_ifloordiv(a, b):
+    if b == 0:
+        return a - a
+    return -a if b == -1 else a // b
+
+
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_imod(a, b):
+    return a - a if b == 0 or b == -1 else a % b
+
+
+# integers to negative powers as PyTorch: 1 for a base of 1, +-1 by parity for -1, else 0
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_ipow(a, b):
+    if b >= 0:
+        return a ** b
+    one = a - a + 1
+    return one if a == 1 else (one if b % 2 == 0 else -one) if a == -1 else one - one
+
+
+# shifts by a count outside [0, 64) (integers compute in 64 bits here) as PyTorch: 0, or -1 for negative a >> b
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_shl(a, b):
+    return a << b if 0 <= b < 64 else a - a
+
+
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_shr(a, b):
+    return a >> b if 0 <= b < 64 else (a - a - 1 if a < 0 else a - a)
+
+
+# float -> int as PyTorch on x86: truncation; a value the type cannot hold (NaN, inf, out of range) is INT64_MIN
+# for int64; narrower types go through int32 (INT32_MIN, whose low bits are 0 in int16 and int8)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_f2i64(x):
+    return np.int64(x) if -9.223372036854775808e18 <= x < 9.223372036854775808e18 else np.int64(-2**63)
+
+
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_f2i32(x):
+    return np.int32(x) if -2147483648.0 <= x < 2147483648.0 else np.int32(-2**31)
+
+
+# sign as PyTorch: 0 for NaN (numba's np.sign of uint8 255 was 255)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_sign(x, one):
+    return one if x > 0 else (-one if x < 0 else one - one)
 '''
 
 
@@ -114,6 +166,11 @@ class ModuleWriter:
         if dst in lowp.STORE and src != dst:
             self.helpers.add("lowp")
             return f"{lowp.LOAD[dst]}({lowp.STORE[dst]}({text}))"
+        if is_float(src) and is_int(dst):
+            self.helpers.add("runtime")
+            if dst == "int64":
+                return f"_xb_f2i64({text})"
+            return f"_xb_f2i32({text})" if dst == "int32" else f"{NP_TYPES[dst]}(_xb_f2i32({text}))"
         return None
 
     def np_type(self, dtype: str) -> str:
@@ -155,11 +212,13 @@ class ModuleWriter:
             return f"(not {args[0]})"
         if fn == "bitwise_not":
             return f"(~{args[0]})"
-        if fn == "fmod" and is_int(dtype):
+        if is_int(dtype) and fn in ("fmod", "floordiv", "mod", "pow", "shl", "shr"):
             self.helpers.add("runtime")
-            return f"_xb_ifmod({args[0]}, {args[1]})"
-        if fn == "pow" and is_int(dtype):
-            return f"({args[0]} ** max({args[1]}, 0))"
+            name = {"fmod": "ifmod", "floordiv": "ifloordiv", "mod": "imod", "pow": "ipow"}.get(fn, fn)
+            return f"_xb_{name}({args[0]}, {args[1]})"
+        if fn == "sign" and dtype != INDEX:
+            self.helpers.add("runtime")
+            return f"_xb_sign({args[0]}, {self.emitter.const(1.0 if is_float(dtype) else 1, dtype)})"
         if fn == "sigmoid":
             fast = self._fast("sigmoid", dtype, args)
             if fast:
@@ -643,9 +702,8 @@ class ModuleWriter:
         with src.indent():
             (v,) = self.values(src, [s.body], set(), set())
             src(f"_row[{s.axis.name}] = {v}")
-        if s.descending:
-            key = "~_row" if dt == "bool" else "-_row"
-            src(f'_order = np.argsort({key}, kind="mergesort")')
+        if s.descending:   # stable, NaN first: the ascending order of the reversed row, reversed
+            src(f'_order = {n - 1} - np.argsort(np.ascontiguousarray(_row[::-1]), kind="mergesort")[::-1]')
         else:
             src('_order = np.argsort(_row, kind="mergesort")')
         src(f"for {s.axis.name} in range({n}):")
@@ -1109,17 +1167,37 @@ class ContractWriter:
 ERFINV = '''
 @numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
 def _xb_erfinv(y):
-    """Inverse error function: an initial guess refined by Newton steps on erf (float64 inside)."""
+    """Inverse error function in float64: M. Giles' single-precision approximation ("Approximating the erfinv
+    function", GPU Computing Gems, 2011), then Newton steps on erf(g) = |y| below 0.5 and on
+    log(erfc(g)) = log(1 - |y|) above (1 - |y| is exact there, and erfc keeps the tail's relative accuracy)."""
     x = float(y)
-    if x <= -1.0:
-        return -math.inf if x == -1.0 else math.nan
-    if x >= 1.0:
-        return math.inf if x == 1.0 else math.nan
-    w = -math.log((1.0 - x) * (1.0 + x))
-    g = math.copysign(math.sqrt(max(w - math.log(w + 1e-300) * 0.5, 0.0)), x) if w > 5.0 else x * (0.886226925 + 0.23201366 * x * x + 0.12755617 * x ** 4)
-    for _ in range(4):
-        g -= (math.erf(g) - x) / (1.1283791670955126 * math.exp(-g * g))
-    return g
+    a = abs(x)
+    if a >= 1.0:
+        return math.copysign(math.inf, x) if a == 1.0 else math.nan
+    w = -math.log((1.0 - a) * (1.0 + a))
+    tail = w >= 5.0
+    if not tail:
+        w -= 2.5
+        p = 2.81022636e-08
+        for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+                  0.246640727, 1.50140941):
+            p = p * w + c
+    else:
+        w = math.sqrt(w) - 3.0
+        p = -0.000200214257
+        for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+                  1.00167406, 2.83297682):
+            p = p * w + c
+    g = p * a
+    t = 1.0 - a
+    for _ in range(4 if tail else 2):                # the guess is poorer past 1 - 2**-24 (float64 inputs)
+        d = 1.1283791670955126 * math.exp(-g * g)
+        if a < 0.5:
+            g -= (math.erf(g) - a) / d
+        else:                                        # on log(erfc(g)) = log(1 - |y|): steady in the tail
+            c = math.erfc(g)
+            g += (math.log(c) - math.log(t)) * c / d
+    return math.copysign(g, x)
 '''
 
 

@@ -327,6 +327,26 @@ _LOG2E_F64 = _split(_LOG2E, 21, 2, "float64")   # hi has 21 bits: hi * (21-bit n
 _LN2_F64 = _split(_LN2, 32, 2, "float64")       # hi has 32 bits: n*hi exact for |n| < 2**21
 _PIO2_F64 = _split(_PIO2, 33, 3, "float64")     # n*p1, n*p2 exact for |n| < 2**20
 _SINCOS_LIMIT = 1048576.0                       # 2**20: |x| below this is reduced exactly enough
+_TRIG_BIG = 2.0 ** 48                            # from here float32 sin/cos reduce through TRIG_HI/TRIG_LO
+
+
+def _trig_table() -> tuple[np.ndarray, np.ndarray]:
+    """2**e mod 2pi as float64 pairs hi + lo, for the exponents e = 25 .. 104 of float32 values m * 2**e
+    (integer m < 2**24) from 2**48 up: m * 2**e and m * (hi + lo) differ by a multiple of 2pi, and the
+    latter is below 2**27, where the ordinary reduction is exact."""
+    with localcontext() as ctx:
+        ctx.prec = 130
+        two_pi = 2 * _pi(120)
+        hi, lo = [], []
+        for e in range(25, 105):
+            r = Decimal(2) ** e % two_pi
+            h = float(r)
+            hi.append(h)
+            lo.append(float(r - Decimal(h)))
+    return np.array(hi), np.array(lo)
+
+
+TRIG_HI, TRIG_LO = _trig_table()
 _ERF_ONE_F32 = 3.919206                         # smallest float32 whose erf rounds to 1.0f
 
 
@@ -881,14 +901,29 @@ def _src_trig_f32(which: str) -> str:
 {_DECO}
 def _xb_{which}_f32(x):
     """{which}, float32, computed in float64: n = rint(|x| * 2/pi), r = |x| - n*pi/2 with pi/2 in three
-    parts (exact for |x| < 2**20, and up to 2**48 where fmuladd is fused), then the sin or cos
-    polynomial by quadrant."""
+    parts (exact for |x| < 2**20, and up to 2**48 where fmuladd is fused; beyond, |x| = m * 2**e is first
+    replaced by m * (2**e mod 2pi)), then the sin or cos polynomial by quadrant."""
     a = np.float64(abs(x))
     n = _xb_rint(a * 0.6366197723675814)
-    n = n if n < 4503599627370496.0 else 4503599627370496.0  # 2**52; beyond, not accurate; NaN too
+    n = n if n < 4503599627370496.0 else 4503599627370496.0  # 2**52; NaN too
     r = _xb_fma(n, {-p1!r}, a)
     r = _xb_fma(n, {-p2!r}, r)
     r = _xb_fma(n, {-p3!r}, r)
+    # from 2**48: |x| = m * 2**e, and m * (2**e mod 2pi), kept as th + te, is reduced instead
+    bits = _xb_f32_as_i32(x) & np.int32(0x7FFFFFFF)
+    k = (bits >> np.int32(23)) - np.int32(175)
+    k = k if k > np.int32(0) else np.int32(0)
+    k = k if k < np.int32(79) else np.int32(79)
+    m = np.float64((bits & np.int32(0x7FFFFF)) | np.int32(0x800000))
+    th = m * _xb_trig_hi[k]
+    te = _xb_fma(m, _xb_trig_hi[k], -th) + m * _xb_trig_lo[k]
+    nb = _xb_rint(th * 0.6366197723675814)
+    rb = _xb_fma(nb, {-p1!r}, th)
+    rb = _xb_fma(nb, {-p2!r}, rb)
+    rb = _xb_fma(nb, {-p3!r}, rb) + te
+    big = a >= {_TRIG_BIG!r}
+    n = nb if big else n
+    r = rb if big else r
     z = r * r
 {_poly("ps", "z", "sin_f64", _num64)}
 {_poly("pc", "z", "cos_f64", _num64)}
@@ -896,8 +931,6 @@ def _xb_{which}_f32(x):
     c = _xb_fma(z * z, pc, 1.0 - 0.5 * z)
     q = np.int32(n - 4.0 * _xb_rint(n * 0.25)) & np.int32(3)  # n mod 4, exact in float64
     {pick}
-    y = y if y < 1.0 else 1.0  # only reached beyond the accurate range
-    y = y if y > -1.0 else -1.0
     y32 = np.float32(y){sign}
     return y32 if a < np.inf else (np.float32(np.nan) if a == np.inf else x)
 '''
@@ -955,8 +988,7 @@ _SOURCES: dict[str, Any] = {
 }
 
 _ALL = "all inputs"
-_TRIG = ("|x| < 2**48 with FMA hardware (2**20 without); beyond, the reduction is inexact and the "
-         "result, though in [-1, 1], is not accurate")
+_TRIG = ("all inputs with FMA hardware (|x| < 2**20 and from 2**48 up without)")
 # max_ulp: the bound the tests enforce. Largest errors measured over every 7th float32 bit pattern
 # (6e8 inputs per function) and every float32 in +-[0.25, 4] (every negative float32 for sigmoid);
 # float64 over 4.8e7 random inputs: exp32 1.008, exp2_32 0.910, log32 0.921, log2_32 1.172 (at
@@ -997,6 +1029,7 @@ from xbench.backends.cpu.mathlib import (
     i64_as_f64 as _xb_i64_as_f64,
     rint as _xb_rint,
 )
+from xbench.backends.cpu.mathlib import TRIG_HI as _xb_trig_hi, TRIG_LO as _xb_trig_lo
 
 _XB_MATH_FLAGS = {flags}
 '''

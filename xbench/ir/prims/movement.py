@@ -242,6 +242,9 @@ def _cat_lower(eqn, index, ctx):
             sub[axis] = E.sub(index[axis], E.const(offset))
             pieces.append((offset + n, ctx.expr(x, tuple(sub))))
         offset += n
+    if not pieces:          # every operand is empty along the axis, and so is the result: never evaluated
+        dt = eqn.out.dtype
+        return Const(False if dt == "bool" else 0.0 if dt.startswith(("float", "bfloat")) else 0, dt)
     out = pieces[-1][1]
     for end, value in reversed(pieces[:-1]):
         out = Select(E.lt(index[axis], E.const(end)), value, out, eqn.out.dtype)

@@ -75,10 +75,13 @@ def _sort_abstract(x, *, axis, descending=False):
 
 @sort.def_reference
 def _sort_ref(x, *, axis, descending=False):
-    key = -x if descending and x.dtype != np.bool_ else x
-    if descending and x.dtype == np.bool_:
-        key = ~x
-    order = np.argsort(key, axis=axis, kind="stable")
+    """Stable; NaN last ascending and first descending, as PyTorch. Descending is the stable ascending order of
+    the reversed row, reversed (negating the keys would wrap INT64_MIN and leave NaN last)."""
+    if descending:
+        n = x.shape[axis]
+        order = n - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    else:
+        order = np.argsort(x, axis=axis, kind="stable")
     return np.take_along_axis(x, order, axis=axis), order
 
 
