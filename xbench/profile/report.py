@@ -273,22 +273,80 @@ class Report:
         return pd.DataFrame(rows, columns=["name", "value", "unit", "source", "backend", "target", "low", "high",
                                            "note", "kernels"])
 
-    def _repr_html_(self) -> str:
-        e = html.escape
-        out = [f"<div class='xbench-report'><b>{e(self.op)}</b> {e(self.shapes)}",
-               "<table><thead><tr><th>metric</th><th>where</th><th>value</th><th>source</th><th>note</th></tr>"
-               "</thead><tbody>"]
+    def groups(self) -> dict[str, list[Metric]]:
+        """The records by where they apply: the operator first, then each backend and target in order."""
+        out: dict[str, list[Metric]] = {}
         for m in self.records:
-            style = "" if m.available else " style='color:#888'"
-            note = " ".join(x for x in (m.spread_text(), m.note if m.available else "") if x)
-            per = ""
-            if m.kernels and len(m.kernels) > 1:
-                per = "<br><small>" + ", ".join(f"{e(k)}: {e(m.text(v))}" for k, v in m.kernels.items()) + \
-                    "</small>"
-            out.append(f"<tr{style}><td>{e(m.name)}</td><td>{e(m.where or 'operator')}</td>"
-                       f"<td>{e(m.text())}{per}</td><td>{e(m.source)}</td><td>{e(note)}</td></tr>")
-        out.append("</tbody></table></div>")
+            out.setdefault(m.where or "operator", []).append(m)
+        return out
+
+    @staticmethod
+    def group_title(where: str, metrics: Iterable[Metric]) -> str:
+        """'operator: counted from the loop IR', 'cuda for h100: toolchain, simulated, predicted', ..."""
+        sources = ", ".join(dict.fromkeys(m.source for m in metrics))
+        if where == "operator":
+            return f"operator ({sources})"
+        backend, _, target = where.partition("/")
+        return f"{backend} {'on' if 'measured' in sources else 'for'} {target} ({sources})" if target else \
+            f"{backend} ({sources})"
+
+    def grouped_text(self, *, indent: str = "", width: int = 150) -> str:
+        """A text table per place (`groups`), notes clipped to the width: what a terminal shows."""
+        head = f"{self.op}{' ' + self.shapes if self.shapes else ''}: {len(self.records)} metrics"
+        lines = [indent + head]
+        for where, ms in self.groups().items():
+            rows = [(m.name, m.text() if m.available else "n/a", m.source,
+                     "  ".join(x for x in (m.spread_text(), m.note) if x)) for m in ms]
+            w = [max(len(r[i]) for r in rows) for i in range(3)]
+            lines.append(f"{indent}{self.group_title(where, ms)}")
+            for r in rows:
+                left = f"{indent}  {r[0].ljust(w[0])}  {r[1].rjust(w[1])}  {r[2].ljust(w[2])}  "
+                lines.append((left + _clip(r[3], max(10, width - len(left)))).rstrip())
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """Grouped by where the metrics apply, each group collapsible, numbers with their units kept on one
+        line; colours from JupyterLab's theme variables (light and dark), with fallbacks elsewhere."""
+        e = html.escape
+        out = [REPORT_STYLE, f"<div class='xb-report'><div class='xb-report-head'><b>{e(self.op)}</b> "
+               f"<code>{e(self.shapes)}</code> &middot; {len(self.records)} metrics</div>"]
+        for where, ms in self.groups().items():
+            out.append(f"<details open class='xb-group' data-where='{e(where)}'><summary>"
+                       f"{e(self.group_title(where, ms))}</summary><table class='xb-metrics'><thead><tr>"
+                       "<th>metric</th><th class='xb-num'>value</th><th>source</th><th>note</th></tr></thead><tbody>")
+            for m in ms:
+                cls = "" if m.available else " class='xb-na'"
+                note = " ".join(x for x in (m.spread_text(), m.note) if x)
+                per = ""
+                if m.kernels and len(m.kernels) > 1:
+                    per = "<div class='xb-per'>" + "<br>".join(
+                        f"{e(str(k))}: <span class='xb-num'>{e(m.text(v))}</span>" for k, v in m.kernels.items()) \
+                        + "</div>"
+                value = e(m.text()) if m.available else "n/a"
+                out.append(f"<tr{cls}><td><code>{e(m.name)}</code></td><td class='xb-num'>{value}{per}</td>"
+                           f"<td><span class='xb-src xb-src-{e(m.source)}'>{e(m.source)}</span></td>"
+                           f"<td class='xb-note'>{e(note)}</td></tr>")
+            out.append("</tbody></table></details>")
+        out.append("</div>")
         return "".join(out)
+
+
+REPORT_STYLE = """<style>
+.xb-report { color: var(--jp-ui-font-color1, #1f1f1f); font-size: 12px; max-width: 100%; }
+.xb-report-head { margin: 2px 0 6px; }
+.xb-report details.xb-group { margin: 4px 0; border: 1px solid var(--jp-border-color2, #ddd); border-radius: 3px; }
+.xb-report details.xb-group > summary { cursor: pointer; padding: 3px 8px; font-weight: 600;
+  background: var(--jp-layout-color2, #f3f3f3); }
+.xb-report table.xb-metrics { border-collapse: collapse; width: 100%; table-layout: auto; }
+.xb-report table.xb-metrics th, .xb-report table.xb-metrics td { text-align: left; padding: 2px 8px;
+  vertical-align: top; border-top: 1px solid var(--jp-border-color3, #eee); }
+.xb-report .xb-num { white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums; }
+.xb-report td.xb-note { overflow-wrap: anywhere; color: var(--jp-ui-font-color2, #555); }
+.xb-report tr.xb-na td { color: var(--jp-ui-font-color3, #888); }
+.xb-report .xb-per { font-size: 11px; color: var(--jp-ui-font-color2, #555); }
+.xb-report .xb-src { white-space: nowrap; font-size: 11px; padding: 0 4px; border-radius: 3px;
+  border: 1px solid var(--jp-border-color2, #ccc); }
+</style>"""
 
 
 def _clip(s: str, n: int) -> str:
