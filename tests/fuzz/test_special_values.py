@@ -12,7 +12,7 @@ from xbench import Tensor
 from xbench.fuzz.check import outcomes
 from xbench.fuzz.values import SPECIAL_FLOATS
 
-BACKENDS = ["cpu"]
+BACKENDS = ["cpu", "cuda"]
 
 
 def agree(op, arrays, backend):

@@ -122,9 +122,9 @@ def _safe(f):
 
 
 def _sign(x):
-    """-1, 0 or 1; 0 for NaN, as PyTorch."""
+    """-1, 0 or 1; 0 (+0.0) for NaN and for -0.0, as PyTorch."""
     s = np.sign(x)
-    return np.where(np.isnan(s), 0, s).astype(s.dtype) if s.dtype.kind == "f" else s
+    return np.where(np.isnan(s) | (s == 0), 0, s).astype(s.dtype) if s.dtype.kind == "f" else s
 
 
 def _shl(a, b):

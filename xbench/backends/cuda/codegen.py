@@ -58,7 +58,7 @@ _MATH = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "sin": "math
 # numpy/scipy under the simulator (which runs the kernels as Python)
 _LIBDEVICE = {"floor": ("floorf", "floor", "np.floor"), "ceil": ("ceilf", "ceil", "np.ceil"),
               "trunc": ("truncf", "trunc", "np.trunc"), "round": ("rintf", "rint", "np.rint"),
-              "pow": ("powf", "pow", "np.power"), "erfc": ("erfcf", "erfc", "_scipy_special.erfc"),
+              "pow": ("powf", "pow", "_sim_pow"), "erfc": ("erfcf", "erfc", "_scipy_special.erfc"),
               "erfinv": ("erfinvf", "erfinv", "_scipy_special.erfinv")}
 
 _SIM_MATH = {"exp": "np.exp", "log": "np.log", "sqrt": "np.sqrt", "sin": "np.sin", "cos": "np.cos",
@@ -92,12 +92,58 @@ def _xb_fmin(a, b):
     "imod": '''
 @cuda.jit(device=True, inline="always")
 def _xb_ifmod(a, b):
-    if b == 0:
+    if b == 0 or b == -1:
         return a - a
     r = a % b
     if r != 0 and (r < 0) != (a < 0):
         r -= b
     return r
+''',
+    # integer // and % as PyTorch: INT_MIN // -1 wraps, by 0 both are 0 (numpy's answer; the GPU's division by
+    # zero is undefined)
+    "ifloordiv": '''
+@cuda.jit(device=True, inline="always")
+def _xb_ifloordiv(a, b):
+    if b == 0:
+        return a - a
+    return -a if b == -1 else a // b
+''',
+    "iremainder": '''
+@cuda.jit(device=True, inline="always")
+def _xb_iremainder(a, b):
+    return a - a if b == 0 or b == -1 else a % b
+''',
+    # integers to negative powers as PyTorch: 1 for a base of 1, +-1 by parity for -1, else 0
+    "ipow": '''
+@cuda.jit(device=True, inline="always")
+def _xb_ipow(a, b):
+    if b >= 0:
+        return a ** b
+    one = a - a + 1
+    return one if a == 1 else (one if b % 2 == 0 else -one) if a == -1 else one - one
+''',
+    # shifts by a count outside [0, 64) (integers compute in 64 bits) as PyTorch: 0, or -1 for negative a >> b
+    "shl": '''
+@cuda.jit(device=True, inline="always")
+def _xb_shl(a, b):
+    return a << b if 0 <= b < 64 else a - a
+''',
+    "shr": '''
+@cuda.jit(device=True, inline="always")
+def _xb_shr(a, b):
+    return a >> b if 0 <= b < 64 else (a - a - 1 if a < 0 else a - a)
+''',
+    # float -> int as PyTorch on x86 (the GPU's conversion saturates, NaN to 0): truncation; a value the type
+    # cannot hold is INT64_MIN for int64, and narrower types go through int32 (INT32_MIN)
+    "f2i64": '''
+@cuda.jit(device=True, inline="always")
+def _xb_f2i64(x):
+    return np.int64(x) if -9.223372036854775808e18 <= x < 9.223372036854775808e18 else np.int64(-2**63)
+''',
+    "f2i32": '''
+@cuda.jit(device=True, inline="always")
+def _xb_f2i32(x):
+    return np.int32(x) if -2147483648.0 <= x < 2147483648.0 else np.int32(-2**31)
 ''',
 }
 
@@ -371,7 +417,7 @@ class ModuleWriter:
         self.helpers: set[str] = set()
         self.libdevice: set[tuple[str, str]] = set()     # (fn, dtype)
         self.math_used: set[str] = set()                   # math.* functions the kernels call
-        self.emitter = Emitter(self._spell)
+        self.emitter = Emitter(self._spell, cast=self._cast)
         self.launches: list[Launch] = []
         self.kernel_launches: dict[str, list[Launch]] = {}
         for name, b in program.buffers.items():
@@ -387,6 +433,14 @@ class ModuleWriter:
                      if isinstance(n, Load) and self.safe.get(n.buf, n.buf) != n.buf else None)
 
     # ---- scalar functions ----------------------------------------------------------------------------
+    def _cast(self, src: str, dst: str, text: str) -> str | None:
+        if is_float(src) and is_int(dst):
+            self.helpers.add("f2i64" if dst == "int64" else "f2i32")
+            if dst in ("int64", "int32"):
+                return f"_xb_f2i{dst[-2:]}({text})"
+            return f"{NP[dst]}(_xb_f2i32({text}))"
+        return None
+
     def _spell(self, fn: str, dtype: str, args: list[str], arg_types: list[str]) -> str | None:
         src = arg_types[0] if arg_types else dtype
         c = self.emitter.const
@@ -420,21 +474,20 @@ class ModuleWriter:
         if fn == "signbit":
             self.math_used.add("copysign")
             return f"(math.copysign({c(1.0, src)}, {args[0]}) < {c(0.0, src)})"
-        if fn == "sign":
+        if fn == "sign":    # 0 for NaN, as PyTorch
             x = args[0]
             if dtype == "bool":
                 return x
             one, zero = c(1 if is_int(dtype) else 1.0, dtype), c(0 if is_int(dtype) else 0.0, dtype)
-            return f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else {x}))"
+            return f"({one} if {x} > {zero} else (-{one} if {x} < {zero} else {zero}))"
         if fn == "logical_not":
             return f"(not {args[0]})"
         if fn == "bitwise_not":
             return f"(not {args[0]})" if dtype == "bool" else f"(~{args[0]})"
-        if fn == "fmod" and is_int(dtype):
-            self.helpers.add("imod")
-            return f"_xb_ifmod({args[0]}, {args[1]})"
-        if fn == "pow" and is_int(dtype):
-            return f"({args[0]} ** max({args[1]}, 0))"
+        if is_int(dtype) and fn in ("fmod", "floordiv", "mod", "pow", "shl", "shr"):
+            name = {"fmod": "imod", "mod": "iremainder"}.get(fn, "i" + fn if fn in ("floordiv", "pow") else fn)
+            self.helpers.add(name)
+            return f"_xb_{'ifmod' if fn == 'fmod' else name}({args[0]}, {args[1]})"
         if fn in _LIBDEVICE and is_float(dtype):
             self.libdevice.add((fn, dtype))
             return f"_ld_{fn}_{dtype[-2:]}({', '.join(args)})"
@@ -546,6 +599,10 @@ class ModuleWriter:
             src("            return fn(*args)")
             src("    return call")
             src()
+            if any(fn == "pow" for fn, _ in self.libdevice):   # numpy's scalar power takes y = 0.5 for sqrt
+                src("def _sim_pow(a, b):")
+                src("    return np.power(np.array([a]), np.array([b]))[0]")
+                src()
             if self.math_used:
                 items = ", ".join(f"{fn}=_quiet({_SIM_MATH[fn]})" for fn in sorted(self.math_used))
                 src(f"math = _types.SimpleNamespace({items})")
@@ -1078,8 +1135,9 @@ class BodyWriter(ABC):
             src(f"{idxs}[_q] = _q")
         self.sync()
         fl = is_float(kd)
-        # `before(x, y)`: x precedes y in the sorted row; padding (position >= n) and NaN go last, ties keep
-        # their original order, so the (key, position) order is total and the sort is stable.
+        # `before(x, y)`: x precedes y in the sorted row; padding (position >= n) goes last, NaN last ascending and
+        # first descending (as PyTorch), ties keep their original order, so the (key, position) order is total and
+        # the sort is stable.
         op = ">" if s.descending else "<"
         src("_k = 2")
         src(f"while _k <= {P2}:")
@@ -1101,7 +1159,12 @@ class BodyWriter(ABC):
                         src(f"    _yb{_n} = False")
                         src(f"elif _xi{_n} >= {n}:")
                         src(f"    _yb{_n} = True")
-                        if fl:
+                        if fl and s.descending:
+                            src(f"elif {nan_y}:")
+                            src(f"    _yb{_n} = not ({nan_x}) or _yi{_n} < _xi{_n}")
+                            src(f"elif {nan_x}:")
+                            src(f"    _yb{_n} = False")
+                        elif fl:
                             src(f"elif {nan_y}:")
                             src(f"    _yb{_n} = ({nan_x}) and _yi{_n} < _xi{_n}")
                             src(f"elif {nan_x}:")
