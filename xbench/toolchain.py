@@ -3,8 +3,8 @@ tool, what it was doing and the way out.
 
 A call runs in a process group of its own, so a hung compiler and the processes it started (cc1plus, as, ld)
 are killed together when the limit passes; the tool dies with the process that started it (a session killed
-with SIGKILL leaves no compiler running). The limit is `$XBENCH_TOOL_TIMEOUT` seconds (default 600) for work
-such as a compile, and at most 30 s for a quick question such as `--version`.
+with SIGKILL leaves no compiler running). The limit is `$XBENCH_TOOL_TIMEOUT` seconds (default 180: generated
+kernels build in seconds) for work such as a compile, and at most 30 s for a quick question such as `--version`.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from .errors import BackendError
 
-DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_TIMEOUT_S = 180.0
 PROBE_TIMEOUT_S = 30.0
 
 
@@ -38,15 +38,15 @@ class ToolTimeout(ToolError):
 
 
 def timeout_s(probe: bool = False) -> float:
-    """The time limit of a tool call: `$XBENCH_TOOL_TIMEOUT` (seconds), default 600; a probe gets at most 30 s."""
+    """The time limit of a tool call: `$XBENCH_TOOL_TIMEOUT` (seconds), default 180; a probe gets at most 30 s."""
     raw = os.environ.get("XBENCH_TOOL_TIMEOUT", "")
     try:
         limit = float(raw) if raw.strip() else DEFAULT_TIMEOUT_S
     except ValueError:
         raise BackendError(f"XBENCH_TOOL_TIMEOUT={raw!r} is not a number of seconds",
-                           hint="set it to a number, e.g. XBENCH_TOOL_TIMEOUT=600, or unset it") from None
+                           hint="set it to a number, e.g. XBENCH_TOOL_TIMEOUT=300, or unset it") from None
     if limit <= 0:
-        raise BackendError(f"XBENCH_TOOL_TIMEOUT={raw!r} must be positive", hint="e.g. XBENCH_TOOL_TIMEOUT=600")
+        raise BackendError(f"XBENCH_TOOL_TIMEOUT={raw!r} must be positive", hint="e.g. XBENCH_TOOL_TIMEOUT=300")
     return min(limit, PROBE_TIMEOUT_S) if probe else limit
 
 
