@@ -202,8 +202,7 @@ class Operator:
                 if spec is not None and self.signature.parameters[name].default is not None:
                     raise ArgumentError(f"{self.name}(): argument {name!r} is None, but the operator declares it a "
                                         f"tensor ({spec!r})", hint=f"pass a numpy array for {name}; if it is "
-                                        f"optional, say so: `{name}: {spec!r} = None` (or `{spec!r} | None`)",
-                                        loc=loc)
+                                        f"optional, give it a default: `{name}: {spec!r} = None`", loc=loc)
                 statics[name] = None
                 continue
             if _is_tensor_list(value):
