@@ -83,3 +83,24 @@ def test_python_ints_wrap_into_the_tensors_dtype(backend):
     assert plus.tolist() == [47, 144, 38]
     assert gt.tolist() == [False, True, True]
     assert times.tolist() == [9, 44, 238]
+
+
+def test_shifts_with_a_python_int_on_the_left():
+    """`3 << a` raised a raw TypeError while tracing (Tensor had no __rlshift__ / __rrshift__)."""
+    @xb.tensor_op
+    def shifts(a: Tensor):
+        return 3 << a, 256 >> a
+
+    a = np.array([0, 1, 4, 7], np.int32)
+    left, right = shifts.run(a, backend="cpu")
+    assert left.tolist() == [3, 6, 48, 384] and right.tolist() == [256, 128, 16, 2]
+
+
+def test_padding_an_empty_axis_by_edge_is_refused_with_a_reason():
+    """np.pad raised inside the reference; the language now says why, at the user's line."""
+    @xb.tensor_op
+    def edge(a: Tensor):
+        return xb.pad(a, ((0, 0), (1, 2)), mode="edge")
+
+    with pytest.raises(xb.XbenchError, match="empty axis"):
+        edge.trace(np.zeros((2, 0), np.float32))

@@ -287,6 +287,12 @@ class Tensor(metaclass=_TensorMeta):
     def __rshift__(self, o):
         return self._bin(o, "shr")
 
+    def __rlshift__(self, o):
+        return self._bin(o, "shl", True)
+
+    def __rrshift__(self, o):
+        return self._bin(o, "shr", True)
+
     def __lt__(self, o):
         return self._bin(o, "lt")
 

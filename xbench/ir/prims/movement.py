@@ -170,6 +170,8 @@ def _pad_abstract(x, *, lo, hi, value, mode):
         raise ValueError("pad widths must be non-negative")
     if mode == "reflect" and any((l or h) and (l >= n or h >= n) for l, h, n in zip(lo, hi, x.shape)):
         raise ValueError("reflect padding must be smaller than the axis")
+    if mode != "constant" and any((l or h) and n == 0 for l, h, n in zip(lo, hi, x.shape)):
+        raise ValueError(f"an empty axis has no values to pad with in mode {mode!r}; use mode='constant'")
     return [(tuple(n + l + h for n, l, h in zip(x.shape, lo, hi)), x.dtype)]
 
 
