@@ -12,14 +12,14 @@ SESSIONS = 3
 
 def test_concurrent_sessions_on_one_fresh_cache(tmp_path):
     cache = tmp_path / "cache"
-    procs = [subprocess.Popen(child_cmd("cpu,ascend", "0", tune=True), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=child_env(cache)) for _ in range(SESSIONS)]
+    procs = [subprocess.Popen(child_cmd("cpu,ascend", "0", tune=i < 2), stdout=subprocess.PIPE,    # two tune
+                              stderr=subprocess.PIPE, text=True, env=child_env(cache)) for i in range(SESSIONS)]
     done = [(p, *p.communicate(timeout=300)) for p in procs]
     built: dict[str, int] = {}
     for p, out, err in done:
         assert p.returncode == 0, explain(p.returncode, lines(out), err)
         got = results(lines(out))
-        assert len(got) == 2 * 3 and all(got.values()), got
+        assert len(got) in (2 * 2, 2 * 3) and all(got.values()), got
         for name in re.findall(r"ascend twin: compiled (\S+\.so)", err):
             built[name] = built.get(name, 0) + 1
     libraries = sorted(p.name for p in (cache / "ascend").glob("*.so"))

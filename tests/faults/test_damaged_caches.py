@@ -35,14 +35,14 @@ def built(tmp_path_factory):
     return cache
 
 
-@pytest.mark.parametrize("how", ["truncate", "flip", "garbage"])
+@pytest.mark.parametrize("how", ["truncate or overwrite", "flip"])
 def test_every_damaged_entry_is_rebuilt_and_the_session_goes_on(built, tmp_path, how):
     cache = copy_cache(built, tmp_path / "cache")
     rng = random.Random(f"{SEED}-{how}")
     damaged = {}
     for kind in KINDS:
-        for p in entries(cache, kind):
-            damage(p, how, rng)
+        for i, p in enumerate(entries(cache, kind)):
+            damage(p, how if how == "flip" else ("truncate", "garbage")[(i + len(kind)) % 2], rng)
             damaged[p] = (kind, p.read_bytes())
     assert {k for k, _ in damaged.values()} == set(KINDS)
     rc, out, err = run_child(cache, BACKENDS)         # its first call finds the tuning database damaged
