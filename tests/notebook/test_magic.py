@@ -6,7 +6,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import ipywidgets as W
 import numpy as np
 import pytest
 
@@ -141,8 +140,22 @@ def bad(x: Tensor[N]) -> Tensor[N]:
     assert "application/vnd.jupyter.widget-view+json" in shown.data
     assert "Traceback (most recent call last)" in magics.last_error.full
     assert "xbench/lang/" in magics.last_error.full
+    # ... starting at the user's own frame: no IPython or magic frames above it
+    first = magics.last_error.full.split("\n")[1]
+    assert ", line 4, in bad" in first, magics.last_error.full[:400]
+    assert "IPython" not in magics.last_error.full and "magics.py" not in magics.last_error.full
     again = run_cell(ip, "%xbench --traceback")
     assert "Traceback (most recent call last)" in again.io.stdout
+
+
+def test_a_misspelt_name_suggests_the_close_match(ip, magics):
+    ran = run_cell(ip, "%%tensorop --backends cpu\ndef act(x: Tensor[N]) -> Tensor[N]:\n    return xb.tanhh(x)\n")
+    lines = str(ran.error).splitlines()
+    assert lines[0] == "xbench: cell line 3: operator act: AttributeError: module 'xbench' has no attribute 'tanhh'"
+    assert lines[-1] == "  hint: did you mean xb.tanh?"
+    ran = run_cell(ip, "%%tensorop --backends cpu\ndef act2(xs: Tensor[N]) -> Tensor[N]:\n    return xb.tanh(xss)\n")
+    assert str(ran.error).splitlines()[0].endswith("NameError: name 'xss' is not defined")
+    assert str(ran.error).splitlines()[-1] == "  hint: did you mean xs?"
 
 
 @pytest.mark.parametrize("body, line, message", [
@@ -180,22 +193,30 @@ def test_widget_has_the_tabs_and_a_failing_backend_has_its_error_tab(softmax_cel
     result = view.results[0]
     assert [r.status for r in result.backends.values()] == ["pass", "pass", "error"]
     ascend = ov.panes["ascend"].value
-    assert "the ascend backend has no float64 type" in ascend and "Full traceback" in ascend
+    assert "the ascend backend has no float64 type" in ascend and "<summary>Traceback</summary>" in ascend
     cpu = ov.panes["cpu"].value
     assert "k0_row" in cpu and "<span" in cpu                      # highlighted code
     ptx = ov.panes["ptx"].value
     assert ".version" in ptx and ".entry" in ptx
     res = ov.panes["resources"].value
     registers = result.backends["cuda"].artifact.resources["registers_max"]
-    assert re.search(rf"registers_max</td><td[^>]*>{registers}</td>", res)
-    assert "ascend" not in re.findall(r"<h4>(\w+):", res)
+    # resources as tables with names and units
+    assert re.search(rf"registers / thread \(max\)</td><td[^>]*>{registers}</td>", res)
+    assert re.search(r"shared memory / block \(max\)</td><td[^>]*>[\d.]+ KiB</td>", res)
+    assert "{'" not in res and "ascend" not in re.findall(r"<h4>(\w+):", res)
     assert "graph softmax(x: f64[8,24])" in ov.panes["ir"].value and "kernel k0_" in ov.panes["ir"].value
     # --profile: the report's metrics and the roofline of the profiled backends
     report = result.report
     assert report is not None, result.profile.error
-    assert ov.panes["metrics"].value == report._repr_html_()
+    assert report._repr_html_() in ov.panes["metrics"].value
+    # grouped by backend and target, each group collapsible
+    groups = re.findall(r"<details open class='xb-group' data-where='([^']+)'>", ov.panes["metrics"].value)
+    assert groups[0] == "operator" and "cpu" in groups and "cuda/h100" in groups
     assert report["registers_per_thread", "cuda", "h100"].value == registers
-    assert isinstance(ov.panes["roofline"], W.Image) and ov.panes["roofline"].value[:4] == b"\x89PNG"
+    roof = ov.roofline
+    assert roof is not None and ov.panes["roofline"] is roof.widget
+    assert roof.picker.options == ("h100",) and "<svg" in roof.chart.value
+    assert "<title>softmax" in roof.chart.value                          # values on hover
     # the outputs are right: the cell checked them, and so does this test
     x = np.random.default_rng(3).standard_normal((8, 24))
     np.testing.assert_allclose(softmax_cell.namespace_op.run(x, backend="cuda"), softmax_ref(x), rtol=1e-12)
@@ -250,12 +271,13 @@ def test_text_and_html_fallbacks(softmax_cell):
     assert re.match(r"  ascend +! error .* the ascend backend has no float64 type", lines[4])
     assert "-- CPU --" in text and "def k0_row" in text              # --show cpu prints the code
     page = data["text/html"]
-    summaries = re.findall(r"<summary>([^<]+)</summary>", page)
-    assert summaries == ["IR", "CPU", "CUDA", "PTX", "Ascend C", "Resources", "Metrics", "Roofline"]
+    summaries = re.findall(r"<details(?: open)?><summary>([^<]+)</summary>", page)      # one section per tab
+    assert summaries == ["IR", "CPU", "CUDA", "PTX", "Ascend C", "Side by side", "Resources", "Metrics",
+                         "Roofline"]
     assert "<details open><summary>CPU</summary>" in page
     assert "no float64 type" in page
-    assert re.search(r"<summary>Roofline</summary><img src=\"data:image/png;base64,[A-Za-z0-9+/]{100}", page)
-    assert "<summary>Metrics</summary><div class='xbench-report'>" in page
+    assert re.search(r"<summary>Roofline</summary><div class='xb-roofline'><svg ", page)
+    assert "<summary>Metrics</summary><style>" in page and "<div class='xb-report'>" in page
 
 
 def test_xbench_line_magic_sets_defaults_and_lists_operators(ip, magics):

@@ -130,7 +130,7 @@ def softmax(x: Tensor[N, D]) -> Tensor[N, D]:
     page = ov.panes["tuning"].children[0].value
     assert "tuned on cpu (cpu-local, measured here), strategy auto, budget 3 per kernel" in page
     speedup = f"{k.default_ms / k.best_ms:.2f}x"
-    assert f"<td style='text-align:left;padding:2px 8px'>{speedup}</td>" in page
+    assert f"<td>{speedup}</td>" in page
     rows = re.findall(r"<tr><td[^>]*>(\d+)</td>(.*?)</tr>", page)
     assert [int(i) for i, _ in rows] == [0, 1, 2]
     for (_, cells), c in zip(rows, k.candidates):
@@ -189,7 +189,7 @@ def weigh(pred: Tensor[N, D], target: Tensor[N, D]) -> Tensor[N, D]:
     page = pane.widget.children[0].value
     assert "tuned on chip for chip-1 (predicted: there is no chip-1 here" in page
     assert "2.00 ms -&gt; 1.00 ms (predicted) (2.00x); 3 predicted, 3 rejected, 2 pruned" in page
-    assert "<th style='text-align:left;padding:2px 8px'>time (predicted)</th>" in page
+    assert "<th>time (predicted)</th>" in page
     rows = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in re.findall(r"<tr>(<td.*?)</tr>", page)][1:]
     rejected = [r for r in rows if r[3] == "rejected"]
     assert [r[1] for r in rejected] == ["True"] * 3 and all(r[4] == "—" for r in rejected)
@@ -215,7 +215,7 @@ def attend(a: Tensor[N, K], b: Tensor[K, M]) -> Tensor[N, M]:
     assert [k.kernel for k in res.kernels] == ["k0_contract", "k1_row"]
     pane = magics.last_view.views[0].tuning
     page = pane.widget.children[0].value
-    header = re.findall(r"<th style=[^>]*>(.*?)</th>", page)
+    header = re.findall(r"<th>(.*?)</th>", page)
     assert header[5:] == ["#", "kernel", "broken", "tile", "status", "time (predicted)", "note"]
     kernels = [re.findall(r"<td[^>]*>(.*?)</td>", r)[1] for r in re.findall(r"<tr>(<td[^>]*>\d+</td>.*?)</tr>", page)]
     assert kernels == ["k0_contract"] * 2 + ["k1_row"] * 2

@@ -36,6 +36,39 @@ class CellError(Exception):
         return self.short.splitlines()
 
 
+def close_match(exc: BaseException) -> str | None:
+    """'did you mean xb.tanh?' for an attribute or name that does not exist, from the names that do."""
+    import builtins
+    import difflib
+    name = getattr(exc, "name", None)
+    if not isinstance(name, str):
+        return None
+    if isinstance(exc, AttributeError):
+        obj = getattr(exc, "obj", None)
+        if obj is None:
+            return None
+        names = [n for n in dir(obj) if not n.startswith("_")]
+        owner = "xb." if getattr(obj, "__name__", "") == "xbench" else \
+            (f"{obj.__name__}." if hasattr(obj, "__name__") and hasattr(obj, "__file__") else ".")
+    elif isinstance(exc, NameError):
+        frame = exc.__traceback__
+        while frame is not None and frame.tb_next is not None:
+            frame = frame.tb_next
+        scope = dict(vars(builtins))
+        if frame is not None:
+            scope.update(frame.tb_frame.f_globals)
+            scope.update(frame.tb_frame.f_locals)
+        names, owner = [n for n in scope if not n.startswith("_")], ""
+    else:
+        return None
+    found = difflib.get_close_matches(name, names, n=3, cutoff=0.75)
+    if not found:
+        return None
+    best = difflib.SequenceMatcher(None, name, found[0]).ratio()
+    found = [n for n in found if difflib.SequenceMatcher(None, name, n).ratio() >= best - 0.02]
+    return "did you mean " + " or ".join(f"{owner}{n}" if owner != "." else n for n in found) + "?"
+
+
 @dataclass
 class CellSource:
     """The cell body as a file of its own: `filename` is registered with linecache, so tracebacks and the
@@ -77,14 +110,15 @@ class CellSource:
         return found
 
     def error(self, exc: BaseException, what: str | None = None) -> CellError:
-        """A CellError for `exc`: `xbench: cell line N: <message>`, the line itself, and the hint."""
+        """A CellError for `exc`: `xbench: cell line N: <message>`, the line itself, and the hint (for a name
+        that does not exist, the close matches: `xb.tanhh` -> `xb.tanh`)."""
         lineno = self.lineno_of(exc)
         if isinstance(exc, XbenchError):
             message, hint = exc.message, exc.hint
         elif isinstance(exc, SyntaxError):
             message, hint = f"SyntaxError: {exc.msg}", None
         else:
-            message, hint = f"{type(exc).__name__}: {exc}", None
+            message, hint = f"{type(exc).__name__}: {exc}", close_match(exc)
         message = message.removeprefix("xbench: ")
         where = f"cell line {lineno}" if lineno else "in this cell"
         out = f"xbench: {where}: " + (f"{what}: " if what else "") + message
@@ -94,8 +128,15 @@ class CellSource:
                 out += "\n       | " + " " * (exc.offset - 1) + "^"
         if hint:
             out += f"\n  hint: {hint}"
-        full = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        return CellError(out, full, lineno, exc)
+        return CellError(out, self.traceback(exc), lineno, exc)
+
+    def traceback(self, exc: BaseException) -> str:
+        """The traceback of `exc` from the first frame of the cell's own code on (the magic's and IPython's
+        frames above it say nothing about the mistake); all of it when no frame ran cell code."""
+        tb: TracebackType | None = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != self.filename:
+            tb = tb.tb_next
+        return "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
 
     # ---- running -----------------------------------------------------------------------------------------------
     def defined_functions(self) -> list[str]:

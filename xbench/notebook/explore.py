@@ -10,9 +10,19 @@ from typing import Any
 import ipywidgets as W
 
 from ..lang.operator import Operator
+from . import html as H
 from . import runner
 from .runner import OperatorResult, Settings
-from .view import SUMMARY_HEADER, _error_html, _table, header_text, metrics_html, roofline_message, summary_rows
+from .view import (
+    SUMMARY_HEADER,
+    _error_html,
+    _table,
+    header_text,
+    metrics_html,
+    roofline_html,
+    roofline_message,
+    summary_rows,
+)
 
 SIZES = tuple(2 ** i for i in range(0, 17))          # slider stops: 1 .. 65536
 DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -56,9 +66,11 @@ class Explorer:
         self.header = W.HTML()
         self.summary = W.HTML()
         self.metrics = W.HTML()
-        self.roofline = W.Image(format="png", layout=W.Layout(display="none"))
+        self.roofline = W.HTML(layout=W.Layout(display="none"))
+        self.status = W.HTML()
         self.roofline_note = W.HTML()
-        controls = W.VBox([*self.dims.values(), W.HBox([self.backends, self.targets]), self.dtype, self.progress])
+        controls = W.VBox([*self.dims.values(), W.HBox([self.backends, self.targets]), self.dtype,
+                           W.HBox([self.progress, self.status])])
         outputs = W.Tab(children=[self.summary, self.metrics, W.VBox([self.roofline, self.roofline_note])],
                         titles=("Summary", "Metrics", "Roofline"))
         self.widget = W.VBox([controls, self.header, outputs])
@@ -76,15 +88,16 @@ class Explorer:
     def refresh(self) -> None:
         """Run the operator with the current controls and update the views."""
         settings = self.settings()
-        steps = ["inputs", "trace", *settings.backend_list(), "profile"]
+        steps = runner.steps(settings)
         self.progress.max = len(steps)
         self.progress.value = 0
         self.progress.bar_style = "info"
 
-        def step(what: str) -> None:
-            self.progress.description = what
-            if what in steps:
-                self.progress.value = steps.index(what)
+        def step(key: str, what: str) -> None:
+            self.progress.description = key
+            self.status.value = H.view(f"<span class='xb-note'>{H.esc(what)}</span>")
+            if key in steps:
+                self.progress.value = steps.index(key)
 
         try:
             result = runner.evaluate(self.op, settings, progress=step)
@@ -99,11 +112,11 @@ class Explorer:
         self.result = result
         self.runs += 1
         self.header.value = f"<b>{html.escape(header_text(result))}</b>"
-        self.summary.value = _table(SUMMARY_HEADER, summary_rows(result))
-        self.metrics.value = metrics_html(result.profile)
+        self.summary.value = H.view(_table(SUMMARY_HEADER, summary_rows(result)))
+        self.metrics.value = H.view(metrics_html(result.profile))
         message = roofline_message(result.profile)
         if message is None:
-            self.roofline.value = result.profile.roofline_png
+            self.roofline.value = H.view(roofline_html(result.profile.roofline_svg))
             self.roofline.layout.display = None
             self.roofline_note.value = ""
         else:
@@ -112,6 +125,7 @@ class Explorer:
         self.progress.value = self.progress.max
         self.progress.bar_style = "success"
         self.progress.description = "done"
+        self.status.value = ""
         from .registry import registry
         registry().publish(result.record())
 

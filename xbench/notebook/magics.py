@@ -12,6 +12,7 @@ from .. import dtypes as D
 from ..errors import XbenchError
 from . import runner
 from .cell import CellError, CellSource
+from .progress import CellProgress
 from .runner import DEFAULT_BUDGET, DEFAULT_SIZES, STRATEGIES, OperatorResult, Settings
 from .view import SHOW_CHOICES, CellView, ErrorView, session_text
 
@@ -181,10 +182,12 @@ class XbenchMagics(Magics):
                 compilable.append(op)
         results = []
         show = settings.show or ("tuning" if settings.tune else None)
+        progress = CellProgress(len(runner.steps(settings)) * len(compilable), self.shell)
         for op in compilable:
             try:
-                result = runner.evaluate(op, settings)
+                result = runner.evaluate(op, settings, progress=progress.step)
             except Exception as exc:  # the user's own mistake, shown at their line
+                progress.close()
                 if results:           # what compiled before it still shows
                     display(CellView(results, show, notes))
                 err = source.error(exc, f"operator {op.name}")
@@ -193,6 +196,7 @@ class XbenchMagics(Magics):
             self.compiled[op.name] = result
             results.append(result)
             self._publish(result)
+        progress.close()
         self.last_error = None
         self.last_view = CellView(results, show, notes)
         display(self.last_view)

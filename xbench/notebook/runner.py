@@ -219,8 +219,16 @@ class ProfileResult:
     report: Any = None
     error: str | None = None
     traceback: str | None = None
-    roofline_png: bytes | None = None
+    roofline_svg: str | None = None          # every target on one chart (`xbench.viz.roofline.roofline_svg`)
     roofline_error: str | None = None
+    roofline_targets: list[str] = field(default_factory=list)
+
+
+def roofline_detail_svg(profile: ProfileResult, target: str | None) -> str:
+    """The SVG of the profile's roofline: every target (`target` None) or one in detail."""
+    from ..viz.roofline import roofline, roofline_svg
+    fig = roofline(profile.report, targets=profile.roofline_targets or None, target=target)
+    return roofline_svg(fig)
 
 
 def figure_png(fig: Any) -> bytes:
@@ -252,12 +260,13 @@ def run_profile(op: Operator, inputs: Inputs, backends: list[str], targets: list
     except Exception as exc:
         out.error, out.traceback = _short(exc), _format_tb(exc)
         return out
-    roof = roofline_fn()
-    if roof is None:
+    if roofline_fn() is None:
         out.roofline_error = ROOFLINE_MISSING
         return out
     try:
-        out.roofline_png = figure_png(roof(out.report, **({"targets": targets} if targets else {})))
+        out.roofline_targets = list(targets) if targets else \
+            list(dict.fromkeys(m.target for m in out.report.records if m.target))
+        out.roofline_svg = roofline_detail_svg(out, None)
     except Exception as exc:
         out.roofline_error = _short(exc)
     return out
@@ -338,6 +347,7 @@ class OperatorResult:
     profile: ProfileResult | None = None
     seconds: float = 0.0
     tuning: TuningOutcome | None = None
+    program: Any = None                   # the loop IR (xbench.ir.kernel.Program)
 
     @property
     def dims(self) -> dict[str, int]:
@@ -438,20 +448,29 @@ def ptx_text(ptx: Mapping[str, str]) -> str:
     return "\n".join(f"// ---- {name} ----\n{text}" for name, text in ptx.items())
 
 
-def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str], None] | None = None
+def steps(settings: Settings) -> list[str]:
+    """The steps `evaluate` reports, in order (a progress bar's length)."""
+    return ["inputs", "trace", *settings.backend_list(), *(["profile"] if settings.profile else []),
+            *(["tune"] if settings.tune else [])]
+
+
+def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str, str], None] | None = None
              ) -> OperatorResult:
     """Everything a `%%tensorop` cell shows about one operator. Raises the user's error (an XbenchError naming
-    their line) when the operator cannot be traced; a backend's own failure is kept in its result."""
+    their line) when the operator cannot be traced; a backend's own failure is kept in its result.
+    `progress(step, what)` is told each step (one of `steps(settings)`) and what it does."""
     t0 = time.perf_counter()
-    step = progress or (lambda what: None)
-    step("inputs")
+    step = progress or (lambda key, what: None)
+    step("inputs", f"{op.name}: making inputs")
     inputs = make_inputs(op, settings.sizes, settings.dtype)
-    step("trace")
+    step("trace", f"{op.name}: tracing and lowering at {', '.join(f'{k}={v}' for k, v in inputs.dims.items())}")
     graph = op.trace(*inputs.args, **inputs.kwargs)
     program = op.lower(*inputs.args, **inputs.kwargs)
     results: dict[str, BackendResult] = {}
     for backend in settings.backend_list():
-        step(backend)
+        step(backend, f"{op.name}: compiling {len(program.kernels)} kernel(s) "
+                      f"({', '.join(k.name for k in program.kernels)}) for {backend}, then checking it against the "
+                      f"float64 reference")
         try:
             from ..backends import get
             ok, why = get(backend).available()
@@ -465,7 +484,9 @@ def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str], None
                                        measure=not (settings.profile and profiler() is not None))
     profile = None
     if settings.profile:
-        step("profile")
+        targets = ", ".join(settings.targets) if settings.targets else "the default targets"
+        step("profile", f"{op.name}: profiling on {', '.join(b for b, r in results.items() if r.status == 'pass')}"
+                        f" and predicting for {targets}")
         ran = [b for b, r in results.items() if r.status == "pass"]
         checks = {b: r.check for b, r in results.items() if r.check is not None}
         profile = run_profile(op, inputs, ran, settings.targets, checks)
@@ -474,7 +495,7 @@ def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str], None
     tuning = None
     if settings.tune:
         backend = settings.backend_list()[0]
-        step("tune")
+        step("tune", f"{op.name}: tuning the schedule on {backend}")
         first = results[backend]
         if first.status != "pass":
             tuning = TuningOutcome(backend, tuning_target(backend, settings.targets), settings.budget,
@@ -483,4 +504,4 @@ def evaluate(op: Operator, settings: Settings, *, progress: Callable[[str], None
         else:
             tuning = run_tuning(op, inputs, backend, settings.budget, settings.strategy, settings.targets)
     return OperatorResult(op, inputs, settings.dtype, graph.text(), program.text(), results, profile,
-                          time.perf_counter() - t0, tuning)
+                          time.perf_counter() - t0, tuning, program)

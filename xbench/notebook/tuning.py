@@ -221,7 +221,8 @@ class TuningPane:
         self.x.observe(self._on_axes, names="value")
         self.y.observe(self._on_axes, names="value")
         pickers = W.HBox([self.kernel, self.x, self.y]) if len(kernels) > 1 else W.HBox([self.x, self.y])
-        self.widget = W.VBox([W.HTML(_tables_html(outcome)), pickers,
+        from . import html as H
+        self.widget = W.VBox([W.HTML(H.view(_tables_html(outcome))), pickers,
                               W.HBox([W.VBox([self.plot, self.plot_note]), W.VBox([self.heat, self.heat_note])])])
 
     def _set_knobs(self, kernel: str) -> None:

@@ -1,18 +1,20 @@
 """The output of a `%%tensorop` cell: one ipywidgets view (tabs for the summary, the IR, the code of each backend,
-toolchain resources, the metrics table and the roofline) that also carries a text and a static HTML form, so it
-reads in nbconvert, on GitHub and in nbval as well as in JupyterLab.
+the backends side by side, toolchain resources, the metrics and the roofline) that also carries a text and a
+static HTML form, so it reads in nbconvert, on GitHub and in nbval as well as in JupyterLab.
+
+The HTML is styled by `xbench.notebook.html` (JupyterLab's theme colours: light and dark) and never scrolls inside
+the notebook: code wraps, tables keep numbers on one line and wrap their notes, the roofline scales to the cell.
 """
 from __future__ import annotations
 
-import base64
-import html
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets as W
 
 from ..profile.timing import fmt_time
+from . import html as H
+from .compare import compare_html
 from .runner import (
     DEFAULT_SIZES,
     PROFILER_MISSING,
@@ -31,11 +33,11 @@ LANG = {"cpu": "python", "cuda": "python", "ascend": "cpp", "ptx": "text", "ir":
 SHOW_CHOICES = ("summary", "ir", "cpu", "cuda", "ptx", "ascend", "compare", "resources", "metrics", "roofline",
                 "tuning")
 STATUS_MARK = {"pass": "✓ pass", "fail": "✗ fail", "error": "! error"}
-STATUS_COLOR = {"pass": "#1a7f37", "fail": "#cf222e", "error": "#9a6700"}
 TIME_WIDTH = len("999 µs (ascend-910b)")
-NO_PROFILE = "run the cell with --profile for the metrics table and the roofline"
-_CODE_STYLE = ("max-height: 32em; overflow: auto; white-space: pre; font-size: 12px; line-height: 1.35; margin: 0; "
-               "padding: 6px; border: 1px solid #ddd;")
+NO_PROFILE = "run the cell with --profile for the metrics and the roofline"
+ALL_TARGETS = "all targets"
+
+__all__ = ["TITLES", "SHOW_CHOICES", "CellView", "ErrorView", "OperatorView", "fmt_time", "session_text"]
 
 
 # ---- formatting ---------------------------------------------------------------------------------------------
@@ -44,79 +46,12 @@ def fmt_error(x: float | None) -> str:
     return "—" if x is None else f"{x:.1e}"
 
 
-def fmt_dims(dims: Mapping[str, int]) -> str:
+def fmt_dims(dims) -> str:
     return ", ".join(f"{k}={v}" for k, v in dims.items()) or "no named dims"
 
 
-def fmt_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
-
-
-HIGHLIGHT_CLASS = "xb-hl"
-
-
-def highlight(text: str, lang: str) -> str:
-    """`text` as HTML with syntax colours by class; `highlight_style()` holds the colours (one stylesheet per
-    output keeps the saved notebook small)."""
-    from pygments import highlight as _hl
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import get_lexer_by_name
-
-    lexer = get_lexer_by_name(lang if lang in ("python", "cpp") else "text")
-    formatter = HtmlFormatter(nowrap=True, style="default")
-    return f'<pre class="{HIGHLIGHT_CLASS}" style="{_CODE_STYLE}">{_hl(text, lexer, formatter)}</pre>'
-
-
-def highlight_style() -> str:
-    from pygments.formatters import HtmlFormatter
-
-    rules = HtmlFormatter(style="default").get_style_defs(f".{HIGHLIGHT_CLASS}")
-    # token colours only, scoped to our blocks: no page-wide `pre` rule, the notebook's background stays
-    rules = "\n".join(r for r in rules.splitlines()
-                      if r.startswith(f".{HIGHLIGHT_CLASS} .") and "background" not in r.split("{")[0])
-    return f"<style>{rules}</style>"
-
-
 def pre(text: str) -> str:
-    return f'<pre style="{_CODE_STYLE}">{html.escape(text)}</pre>'
-
-
-def _scalar(v: Any) -> bool:
-    return isinstance(v, (str, int, float, bool)) or v is None
-
-
-def _shown(key: str, v: Any) -> bool:
-    """Resource entries worth a row: not the toolchain's raw output, not the cache's file paths, not the counters
-    of the latest run (the profiler reports those)."""
-    if key in ("ptxas_output", "function", "launches", "entry", "counters"):
-        return False
-    return not (isinstance(v, str) and os.path.isabs(v))
-
-
-def _value(key: str, v: Any) -> str:
-    if key.endswith("_ms") and isinstance(v, (int, float)) and not isinstance(v, bool):
-        return fmt_time(float(v))
-    return _cell(v)
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return "(" + ", ".join(_cell(x) for x in v) + ")"
-    if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{k}: {_cell(x)}" for k, x in v.items()) + "}"
-    return str(v)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, escape: bool = True) -> str:
-    esc = html.escape if escape else (lambda s: s)
-    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td style='text-align:left;padding:2px 8px'>{esc(c)}</td>" for c in row)
-                   + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return H.pre(text)
 
 
 def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -125,6 +60,15 @@ def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(w, TIME_WIDTH) if h.startswith("time") else w for w, h in zip(widths, header)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
     return "\n".join(lines)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A table in the views' style; the last column ('note') may wrap."""
+    return H.table(header, rows, note_columns=(len(header) - 1,) if header and header[-1] == "note" else ())
+
+
+def _error_html(message: str, tb: str | None = None) -> str:
+    return H.error(message, tb)
 
 
 # ---- what each tab says ---------------------------------------------------------------------------------------
@@ -147,6 +91,14 @@ def summary_rows(result: OperatorResult) -> list[list[str]]:
     return rows
 
 
+def summary_html(result: OperatorResult) -> str:
+    rows = summary_rows(result)
+    classes = [[""] * len(SUMMARY_HEADER) for _ in rows]
+    for i, r in enumerate(result.backends.values()):
+        classes[i][1] = f"xb-{r.status}"
+    return H.table(SUMMARY_HEADER, rows, note_columns=(len(SUMMARY_HEADER) - 1,), classes=classes)
+
+
 def header_text(result: OperatorResult) -> str:
     from .runner import signature
     dims = fmt_dims(result.dims)
@@ -157,38 +109,23 @@ def header_text(result: OperatorResult) -> str:
 
 
 def resource_tables(result: OperatorResult) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, rows) per backend: the artifact's totals, then one column per kernel (or launch)."""
+    """(title, header, rows) per backend, with names and units (`xbench.profile.resources`)."""
+    from ..profile.resources import resource_tables as tables
     out = []
     for name, r in result.backends.items():
-        art = r.artifact
-        if art is None:
-            continue
-        totals = [[k, _value(k, v)] for k, v in art.resources.items() if _shown(k, v)]
-        if totals:
-            out.append((f"{name}: totals", ["", "value"], totals))
-        per: dict[str, dict[str, Any]] = {}
-        for k in art.kernels:
-            launches = k.resources.get("launches")
-            if isinstance(launches, Mapping):          # cuda: launch name -> resources
-                items = list(launches.items())
-            elif isinstance(launches, list) and launches and all(isinstance(x, Mapping) for x in launches):
-                items = [(str(x.get("entry", f"{k.name}[{i}]")), x) for i, x in enumerate(launches)]
-            else:
-                items = [(k.name, k.resources)]
-            for launch, res in items:
-                per[launch] = {key: v for key, v in res.items() if _shown(key, v)}
-        if per:
-            keys: list[str] = []
-            for res in per.values():
-                keys.extend(k for k in res if k not in keys)
-            rows = [[key, *(_value(key, res.get(key, "")) for res in per.values())] for key in keys]
-            out.append((f"{name}: per kernel", ["", *per], rows))
+        if r.artifact is not None:
+            out += tables(name, r.artifact)
     return out
+
+
+def resources_html(result: OperatorResult) -> str:
+    tables = resource_tables(result)
+    return "".join(f"<h4>{H.esc(t)}</h4>{H.table(h, rows)}" for t, h, rows in tables) or "<p>no backend compiled</p>"
 
 
 def metrics_html(profile: ProfileResult | None) -> str:
     if profile is None:
-        return f"<p>{html.escape(NO_PROFILE)}.</p>"
+        return f"<p>{H.esc(NO_PROFILE)}.</p>"
     if profile.report is None:
         return _error_html(profile.error or PROFILER_MISSING, profile.traceback)
     rep = profile.report
@@ -211,16 +148,13 @@ def roofline_message(profile: ProfileResult | None) -> str | None:
         return NO_PROFILE
     if profile.report is None:
         return profile.error or PROFILER_MISSING
-    if profile.roofline_png is None:
+    if profile.roofline_svg is None:
         return profile.roofline_error or "no roofline"
     return None
 
 
-def _error_html(message: str, tb: str | None = None) -> str:
-    out = f"<p style='color:#cf222e;white-space:pre-wrap'><b>{html.escape(message)}</b></p>"
-    if tb:
-        out += f"<details><summary>Full traceback</summary>{pre(tb)}</details>"
-    return out
+def roofline_html(svg: str) -> str:
+    return f"<div class='xb-roofline'>{svg}</div>"
 
 
 def backend_html(r: BackendResult, source: str | None, lang: str) -> str:
@@ -228,13 +162,50 @@ def backend_html(r: BackendResult, source: str | None, lang: str) -> str:
     if r.status != "pass":
         parts.append(_error_html(f"{r.backend}: {r.status}: {r.message}", r.traceback))
     elif r.message:
-        parts.append(f"<p>{html.escape(r.message)}</p>")
+        parts.append(f"<p>{H.esc(r.message)}</p>")
     if source is not None:
-        parts.append(highlight(source, lang))
+        parts.append(H.code(source, lang))
     return "".join(parts)
 
 
+def ir_html(r: OperatorResult) -> str:
+    return "<h4>graph IR</h4>" + H.code(r.graph_text) + "<h4>loop IR (kernels)</h4>" + H.code(r.loops_text)
+
+
+def compare_pane(r: OperatorResult, uid: str | None = None) -> str | None:
+    """The Side by side tab, or None when no backend compiled."""
+    kernels = {b: br.artifact.kernels for b, br in r.backends.items()
+               if br.artifact is not None and br.artifact.kernels and b in ("cpu", "cuda", "ascend")}
+    if not kernels or r.program is None:
+        return None
+    return compare_html(r.program, kernels, uid)
+
+
 # ---- the widget -----------------------------------------------------------------------------------------------
+
+class RooflinePane:
+    """The Roofline tab: every target on one chart, or one target in detail (buttons), values on hover."""
+
+    def __init__(self, profile: ProfileResult):
+        self.profile = profile
+        targets = list(profile.roofline_targets or [])
+        self.picker = W.ToggleButtons(options=[ALL_TARGETS, *targets] if len(targets) > 1 else targets,
+                                      value=ALL_TARGETS if len(targets) > 1 else (targets[0] if targets else None),
+                                      tooltips=["every target on one chart"] * (len(targets) > 1)
+                                      + [f"{t} in detail: every roof of it" for t in targets],
+                                      style={"button_width": "auto"})
+        self.chart = W.HTML(H.view(roofline_html(profile.roofline_svg or "")))
+        self.picker.observe(self._pick, names="value")
+        self.widget = W.VBox([self.picker, self.chart], layout=W.Layout(width="100%"))
+        self._svgs: dict[str, str] = {str(self.picker.value): profile.roofline_svg or ""}
+
+    def _pick(self, change: Any) -> None:
+        from .runner import roofline_detail_svg
+        key = change["new"]
+        if key not in self._svgs:
+            self._svgs[key] = roofline_detail_svg(self.profile, None if key == ALL_TARGETS else key)
+        self.chart.value = H.view(roofline_html(self._svgs[key]))
+
 
 class OperatorView:
     """The tabs of one operator. `tab.selected_index` follows `show`; `keys` names each tab."""
@@ -242,6 +213,7 @@ class OperatorView:
     def __init__(self, result: OperatorResult, show: str | None = None):
         self.result = result
         self.tuning: TuningPane | None = None
+        self.roofline: RooflinePane | None = None
         self.keys: list[str] = []
         self.panes: dict[str, W.Widget] = {}
         children = []
@@ -250,37 +222,36 @@ class OperatorView:
             self.panes[key] = widget
             children.append(widget)
         titles = [TITLES.get(k, k) for k in self.keys]
-        self.tab = W.Tab(children=children, titles=titles)
+        self.tab = W.Tab(children=children, titles=titles, layout=W.Layout(width="100%"))
         self.tab.selected_index = self.keys.index(show) if show in self.keys else 0
-        self.header = W.HTML(f"{highlight_style()}<b>{html.escape(header_text(result))}</b>")
-        self.widget = W.VBox([self.header, self.tab])
+        self.header = W.HTML(H.view(f"<div class='xb-title'>{H.esc(header_text(result))}</div>"))
+        self.widget = W.VBox([self.header, self.tab], layout=W.Layout(width="100%"))
+        self.widget.add_class("xb-operator")
 
     def _panes(self) -> list[tuple[str, W.Widget]]:
         r = self.result
-        panes: list[tuple[str, W.Widget]] = [("summary", W.HTML(_table(SUMMARY_HEADER, summary_rows(r))))]
-        panes.append(("ir", W.HTML("<b>graph IR</b>" + pre(r.graph_text) + "<b>loop IR (kernels)</b>"
-                                   + pre(r.loops_text))))
+
+        def pane(body: str) -> W.HTML:
+            return W.HTML(H.view(body), layout=W.Layout(width="100%"))
+
+        panes: list[tuple[str, W.Widget]] = [("summary", pane(summary_html(r)))]
+        panes.append(("ir", pane(ir_html(r))))
         sources = r.sources()
         for name, br in r.backends.items():
-            panes.append((name, W.HTML(backend_html(br, sources.get(name), LANG.get(name, "text")))))
+            panes.append((name, pane(backend_html(br, sources.get(name), LANG.get(name, "text")))))
             if name == "cuda" and "ptx" in sources:
-                panes.append(("ptx", W.HTML(pre(sources["ptx"]))))
-        kernels = r.kernel_sources()
-        side = [k for k in ("cpu", "cuda", "ascend") if k in kernels]
-        if len(side) > 1:
-            columns = [W.VBox([W.HTML(f"<b>{TITLES[k]}</b>"), W.HTML(highlight(kernels[k], LANG[k]))],
-                              layout=W.Layout(flex="1 1 0", min_width="0")) for k in side]
-            panes.append(("compare", W.HBox(columns, layout=W.Layout(width="100%"))))
-        tables = resource_tables(r)
-        res = "".join(f"<h4>{html.escape(t)}</h4>{_table(h, rows)}" for t, h, rows in tables)
-        panes.append(("resources", W.HTML(res or "<p>no backend compiled</p>")))
-        panes.append(("metrics", W.HTML(metrics_html(r.profile))))
+                panes.append(("ptx", pane(H.code(sources["ptx"]))))
+        side = compare_pane(r)
+        if side is not None:
+            panes.append(("compare", pane(side)))
+        panes.append(("resources", pane(resources_html(r))))
+        panes.append(("metrics", pane(metrics_html(r.profile))))
         message = roofline_message(r.profile)
         if message is None:
-            roof: W.Widget = W.Image(value=r.profile.roofline_png, format="png")
+            self.roofline = RooflinePane(r.profile)
+            panes.append(("roofline", self.roofline.widget))
         else:
-            roof = W.HTML(f"<p>{html.escape(message)}</p>")
-        panes.append(("roofline", roof))
+            panes.append(("roofline", pane(f"<p>{H.esc(message)}</p>")))
         if r.tuning is not None:
             self.tuning = TuningPane(r.tuning)
             panes.append(("tuning", self.tuning.widget))
@@ -298,12 +269,13 @@ class CellView:
         self.views = [OperatorView(r, show) for r in results]
         parts: list[W.Widget] = []
         if self.notes:
-            parts.append(W.HTML("".join(f"<p>{html.escape(n)}</p>" for n in self.notes)))
+            parts.append(W.HTML(H.view("".join(f"<p>{H.esc(n)}</p>" for n in self.notes))))
         if len(self.views) == 1:
             parts.append(self.views[0].widget)
         elif self.views:
-            parts.append(W.Tab(children=[v.widget for v in self.views], titles=[r.op.name for r in results]))
-        self.widget = W.VBox(parts)
+            parts.append(W.Tab(children=[v.widget for v in self.views], titles=[r.op.name for r in results],
+                               layout=W.Layout(width="100%")))
+        self.widget = W.VBox(parts, layout=W.Layout(width="100%"))
 
     # ---- fallbacks -----------------------------------------------------------------------------------------
     def text(self) -> str:
@@ -320,37 +292,36 @@ class CellView:
         return "\n".join(out)
 
     def html(self) -> str:
-        out = [f"<p>{html.escape(n)}</p>" for n in self.notes]
+        out = [f"<p>{H.esc(n)}</p>" for n in self.notes]
         for r, view in zip(self.results, self.views):
-            out.append(f"<p><b>{html.escape(header_text(r))}</b></p>")
-            out.append(_table(SUMMARY_HEADER, summary_rows(r)))
-            sections = [("ir", pre("graph IR\n" + r.graph_text + "\n\nloop IR (kernels)\n" + r.loops_text))]
+            out.append(f"<div class='xb-title'>{H.esc(header_text(r))}</div>")
+            out.append(summary_html(r))
+            sections = [("ir", ir_html(r))]
             sources = r.sources()
             for name, br in r.backends.items():
                 body = "" if br.status == "pass" else _error_html(f"{name}: {br.status}: {br.message}")
                 if name in sources:
-                    body += pre(sources[name])
+                    body += H.code(sources[name], LANG.get(name, "text"))
                 sections.append((name, body))
                 if name == "cuda" and "ptx" in sources:
-                    sections.append(("ptx", pre(sources["ptx"])))
-            tables = resource_tables(r)
-            sections.append(("resources", "".join(f"<h4>{html.escape(t)}</h4>{_table(h, rows)}"
-                                                  for t, h, rows in tables)))
+                    sections.append(("ptx", H.code(sources["ptx"])))
+            side = compare_pane(r)
+            if side is not None:
+                sections.append(("compare", side))
+            sections.append(("resources", resources_html(r)))
             sections.append(("metrics", metrics_html(r.profile)))
             message = roofline_message(r.profile)
             if message is None:
-                png = base64.b64encode(r.profile.roofline_png).decode()
-                sections.append(("roofline", f'<img src="data:image/png;base64,{png}" alt="roofline"/>'))
+                sections.append(("roofline", roofline_html(r.profile.roofline_svg)))
             else:
-                sections.append(("roofline", f"<p>{html.escape(message)}</p>"))
+                sections.append(("roofline", f"<p>{H.esc(message)}</p>"))
             if r.tuning is not None:
                 figures = view.tuning.figures if view.tuning is not None and view.tuning.figures else None
                 sections.append(("tuning", tuning_html(r.tuning, figures)))
             for key, body in sections:
                 opened = " open" if key == self.show else ""
-                out.append(f"<details{opened}><summary>{html.escape(TITLES.get(key, key))}</summary>{body}"
-                           "</details>")
-        return "\n".join(out)
+                out.append(f"<details{opened}><summary>{H.esc(TITLES.get(key, key))}</summary>{body}</details>")
+        return H.view("\n".join(out))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         data = self.widget._repr_mimebundle_()
@@ -388,13 +359,13 @@ def _indent(text: str) -> str:
 
 
 class ErrorView:
-    """A user error of a cell: the full traceback behind a collapsed section (the short message is the cell's
-    error output)."""
+    """A user error of a cell: the traceback from the user's own frame on, behind a collapsed section (the short
+    message is the cell's error output)."""
 
     def __init__(self, full: str):
         self.full = full
-        inner = W.HTML(pre(full))
-        self.widget = W.Accordion(children=[inner], titles=("Full traceback",))
+        inner = W.HTML(H.view(pre(full)))
+        self.widget = W.Accordion(children=[inner], titles=("Traceback (from your code)",))
         self.widget.selected_index = None
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -407,7 +378,8 @@ def session_text(defaults: Any, records: list[dict[str, Any]]) -> tuple[str, str
     """(text, html) of `%xbench`: the session defaults and the operators compiled in this kernel."""
     backends = ", ".join(defaults.backends) if defaults.backends else \
         "every installed backend (" + ", ".join(installed_backends()) + ")"
-    sizes = fmt_dims(defaults.sizes) if defaults.sizes else f"none (dims in order {', '.join(map(str, DEFAULT_SIZES[:3]))}, ...)"
+    sizes = fmt_dims(defaults.sizes) if defaults.sizes else \
+        f"none (dims in order {', '.join(map(str, DEFAULT_SIZES[:3]))}, ...)"
     settings = [["backends", backends], ["sizes", sizes], ["dtype", defaults.dtype],
                 ["targets", ", ".join(defaults.targets) if defaults.targets else "the profiler's default"],
                 ["profile", "on" if defaults.profile else "off"], ["show", defaults.show or "summary"]]
@@ -423,9 +395,9 @@ def session_text(defaults: Any, records: list[dict[str, Any]]) -> tuple[str, str
         rows.append(row)
     text = "xbench session defaults\n" + _indent(_text_table(["setting", "value"], settings))
     text += "\ncompiled operators\n" + (_indent(_text_table(header, rows)) if rows else "  none yet")
-    page = "<b>xbench session defaults</b>" + _table(["setting", "value"], settings)
-    page += "<b>compiled operators</b>" + (_table(header, rows) if rows else "<p>none yet</p>")
-    return text, page
+    page = "<b>xbench session defaults</b>" + H.table(["setting", "value"], settings, note_columns=(1,))
+    page += "<b>compiled operators</b>" + (H.table(header, rows) if rows else "<p>none yet</p>")
+    return text, H.view(page)
 
 
 def _backend_columns(records: list[dict[str, Any]]) -> list[str]:
@@ -433,3 +405,4 @@ def _backend_columns(records: list[dict[str, Any]]) -> list[str]:
     for rec in records:
         out.extend(b for b in rec["backends"] if b not in out)
     return out
+
