@@ -198,21 +198,37 @@ class Kernel:
         for s in self.stages:
             yield from s.exprs()
 
+    def _memo(self, what: str, compute):
+        """`compute()` once per content of the kernel (its stages and row buffers): fusion asks every kernel
+        for its reads again and again, and walking large index expressions is the cost of lowering big graphs."""
+        key = (what, tuple(map(id, self.stages)), tuple(self.row_buffers))
+        memo = self.__dict__.setdefault("_memo_cache", {})
+        hit = memo.get(what)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = compute()
+        memo[what] = (key, value)
+        return value
+
     def reads(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for e in self.exprs():
-            for n in e.walk():
-                if isinstance(n, Load) and n.buf not in self.row_buffers:
-                    seen.setdefault(n.buf)
-        return list(seen)
+        def compute():
+            seen: dict[str, None] = {}
+            for e in self.exprs():
+                for n in e.walk():
+                    if isinstance(n, Load) and n.buf not in self.row_buffers:
+                        seen.setdefault(n.buf)
+            return tuple(seen)
+        return list(self._memo("reads", compute))
 
     def writes(self) -> list[str]:
-        out = []
-        for s in self.stages:
-            for b in (getattr(s, "buf", None), getattr(s, "values_buf", None), getattr(s, "indices_buf", None)):
-                if b and b not in self.row_buffers and b not in out:
-                    out.append(b)
-        return out
+        def compute():
+            out = []
+            for s in self.stages:
+                for b in (getattr(s, "buf", None), getattr(s, "values_buf", None), getattr(s, "indices_buf", None)):
+                    if b and b not in self.row_buffers and b not in out:
+                        out.append(b)
+            return tuple(out)
+        return list(self._memo("writes", compute))
 
     def points(self) -> int:
         return int(np.prod([a.extent for a in self.outer], dtype=np.int64))

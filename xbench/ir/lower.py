@@ -350,14 +350,14 @@ def fuse(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) 
 
 
 def _fuse_siblings(kernels: list[Kernel], buffers: dict[str, Buffer]) -> bool:
+    readers = _readers(kernels)
+    pos = {id(k): i for i, k in enumerate(kernels)}
     for i, p in enumerate(kernels):
         writes = p.writes()
         if len(writes) != 1:
             continue
-        for j in range(i + 1, len(kernels)):
+        for j in sorted(pos[id(c)] for c in readers.get(writes[0], ()) if pos[id(c)] > i):
             c = kernels[j]
-            if writes[0] not in c.reads():
-                continue
             between = kernels[i + 1:j]
             merged = _absorb(p, c, between)
             if merged is not None:
@@ -414,26 +414,36 @@ def _defined(s) -> list[tuple[str, str]]:
     return [(s.local, s.value.dtype)]
 
 
+def _readers(kernels: list[Kernel]) -> dict[str, list[Kernel]]:
+    out: dict[str, list[Kernel]] = {}
+    for k in kernels:
+        for b in k.reads():
+            out.setdefault(b, []).append(k)
+    return out
+
+
 def _fuse_vertical(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) -> bool:
-    changed = True
+    """Merge each kernel into its single consumer where `_try_merge` can, first such pair first, to a fixed
+    point (who reads what is indexed once per merge: whole-model graphs have hundreds of kernels)."""
     any_change = False
+    changed = True
     while changed:
         changed = False
+        readers = _readers(kernels)
+        pos = {id(k): i for i, k in enumerate(kernels)}
         for p in kernels:
             writes = p.writes()
             if len(writes) != 1 or writes[0] in outputs:
                 continue
             buf = writes[0]
-            consumers = [c for c in kernels if c is not p and buf in c.reads()]
-            if len(consumers) != 1:
+            consumers = [c for c in readers.get(buf, ()) if c is not p]
+            if len(consumers) != 1 or pos[id(consumers[0])] < pos[id(p)]:
                 continue
             c = consumers[0]
-            if kernels.index(c) < kernels.index(p):
-                continue
             merged = _try_merge(p, c, buf)
             if merged is None:
                 continue
-            kernels[kernels.index(c)] = merged
+            kernels[pos[id(c)]] = merged
             kernels.remove(p)
             del buffers[buf]
             changed = any_change = True
