@@ -104,3 +104,31 @@ def test_padding_an_empty_axis_by_edge_is_refused_with_a_reason():
 
     with pytest.raises(xb.XbenchError, match="empty axis"):
         edge.trace(np.zeros((2, 0), np.float32))
+
+
+@xb.tensor_op
+def empty_sorts(x: Tensor):
+    return xb.argsort(x, axis=-1, descending=True), xb.sort(x, axis=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sorting_an_empty_row(backend):
+    """ascend: the sort of an empty row used a sort buffer it had not declared (g++ failed)."""
+    order, values = run(empty_sorts, np.zeros((0,), np.float32), backend=backend)
+    assert order.shape == (0,) and order.dtype == np.int64 and values.shape == (0,)
+
+
+@xb.tensor_op
+def empty_sums(a: Tensor, c: Tensor):
+    return a.sum(axis=0, keepdims=True) @ c, a.prod(axis=1), a.any(axis=1), a.T @ a
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_contractions_and_reductions_over_nothing(backend):
+    """A contraction over an empty axis read element 0 of an empty buffer on cuda and divided by zero in the
+    ascend tiling (SIGFPE); over no terms a sum is 0, a product 1, any False."""
+    a = np.zeros((13, 0), np.float32)
+    c = np.zeros((0,), np.float32)
+    dot, prod, anyv, gram = run(empty_sums, a, c, backend=backend)
+    assert dot.tolist() == [0.0] and prod.tolist() == [1.0] * 13 and anyv.tolist() == [False] * 13
+    assert gram.shape == (0, 0)

@@ -470,7 +470,13 @@ def _reduce(x, kind: str, axis, keepdims: bool) -> Tensor:
                            "reduce a non-empty axis, or use sum")
     if not axes:
         return x
-    out = bind("reduce", x, kind=kind, axes=axes)
+    if kind in ("sum", "prod", "any", "all") and builtins.any(x.shape[a] == 0 for a in axes):
+        # over an empty axis: the identity (backends need not handle a loop with no trip)
+        from ..ir.prims.reduce import result_dtype
+        shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+        out = full(shape, {"sum": 0, "prod": 1, "any": False, "all": True}[kind], result_dtype(kind, x.dtype))
+    else:
+        out = bind("reduce", x, kind=kind, axes=axes)
     if keepdims:
         out = reshape(out, tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
     return out
@@ -585,6 +591,10 @@ def cummin(x, axis: int = -1) -> Tensor:
 def _contract(a: Tensor, b: Tensor, lc, rc, lb=(), rb=()) -> Tensor:
     dtype = amp.contraction_dtype(D.promote(a.dtype, b.dtype))
     a, b = cast(a, dtype), cast(b, dtype)
+    if builtins.any(a.shape[i] == 0 for i in lc):   # a sum of no products: zeros (no backend loops zero times)
+        shape = tuple(a.shape[i] for i in lb) + tuple(n for i, n in enumerate(a.shape) if i not in lc and i not in lb) \
+            + tuple(n for i, n in enumerate(b.shape) if i not in rc and i not in rb)
+        return zeros(shape, dtype)
     return bind("contract", a, b, lhs_contract=tuple(lc), rhs_contract=tuple(rc), lhs_batch=tuple(lb),
                 rhs_batch=tuple(rb))
 

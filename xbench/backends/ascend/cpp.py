@@ -251,6 +251,9 @@ class ScalarWriter:
             return code
         if dst == "bool":
             return f"({code} != 0)"
+        if is_float(src) and is_int(dst):   # as PyTorch; C++'s conversion of NaN or out-of-range values is undefined
+            self.helpers.add("f2i")
+            return f"XbF2I64({code})" if dst == "int64" else f"static_cast<{SCALAR[dst]}>(XbF2I32({code}))"
         if dst in ("float16", "bfloat16"):
             return f"static_cast<float>(static_cast<{CTYPE[dst]}>({code}))"
         return f"static_cast<{SCALAR[dst]}>({code})"
@@ -273,7 +276,8 @@ class ScalarWriter:
             self.helpers.add("intdiv")
             return f"Xb{'FloorDiv' if fn == 'floordiv' else 'Mod'}<{t}>({a[0]}, {a[1]})"
         if fn == "fmod" and is_int(dt):  # C++ % truncates like fmod; x % 0 is 0 as in the reference
-            return f"(({a[1]}) == 0 ? {t}(0) : static_cast<{t}>(({a[0]}) % ({a[1]})))"
+            self.helpers.add("intdiv")
+            return f"XbFMod<{t}>({a[0]}, {a[1]})"
         if fn in ("maximum", "minimum", "fmax", "fmin"):
             if is_float(dt):
                 self.helpers.add("minmax")
@@ -297,6 +301,9 @@ class ScalarWriter:
             return f"({a[0]} || {a[1]})"
         if fn == "logical_xor":
             return f"({a[0]} != {a[1]})"
+        if fn in ("shl", "shr") and dt != "bool":
+            self.helpers.add("shift")
+            return f"Xb{'Shl' if fn == 'shl' else 'Shr'}<{t}>({a[0]}, {a[1]})"
         if fn in _BITS:
             if dt == "bool":
                 return f"(({a[0]}) {_BITS[fn]} ({a[1]}))"
@@ -322,26 +329,57 @@ class ScalarWriter:
 
 
 SCALAR_HELPERS = {
+    # integer //, % and fmod as PyTorch: INT_MIN // -1 wraps to INT_MIN (it traps in C++), by 0 all give 0
+    # (numpy's answer; PyTorch raises)
     "intdiv": """\
+template <typename T> __aicore__ inline bool XbMinusOne(T b) { return static_cast<T>(-1) < static_cast<T>(0) && b == static_cast<T>(-1); }
 template <typename T> __aicore__ inline T XbFloorDiv(T a, T b) {
     if (b == 0) return 0;
+    if (XbMinusOne(b)) return static_cast<T>(0ULL - static_cast<uint64_t>(a));
     T q = a / b;
-    return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+    return (q * b != a && ((a < 0) != (b < 0))) ? static_cast<T>(q - 1) : q;
 }
 template <typename T> __aicore__ inline T XbMod(T a, T b) {
-    if (b == 0) return 0;
+    if (b == 0 || XbMinusOne(b)) return 0;
     T r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
+}
+template <typename T> __aicore__ inline T XbFMod(T a, T b) {
+    return (b == 0 || XbMinusOne(b)) ? static_cast<T>(0) : static_cast<T>(a % b);
+}""",
+    # shifts computed in 64 bits, by a count outside [0, 64) as PyTorch: 0, or -1 for negative a >> b
+    "shift": """\
+template <typename T> __aicore__ inline T XbShl(T a, T b) {
+    return (b < 0 || b >= 64) ? static_cast<T>(0) : static_cast<T>(static_cast<uint64_t>(static_cast<int64_t>(a)) << b);
+}
+template <typename T> __aicore__ inline T XbShr(T a, T b) {
+    if (b < 0 || b >= 64) return a < 0 ? static_cast<T>(-1) : static_cast<T>(0);
+    return static_cast<T>(static_cast<int64_t>(a) >> b);
+}""",
+    # float -> int as PyTorch on x86: truncation; a value the type cannot hold (NaN, +-inf, out of range) is
+    # INT64_MIN for int64, and narrower types convert through int32 (INT32_MIN, whose low bits are 0)
+    "f2i": """\
+__aicore__ inline int64_t XbF2I64(double x) {
+    return (x >= -9.223372036854775808e18 && x < 9.223372036854775808e18) ? static_cast<int64_t>(x) : static_cast<int64_t>(0x8000000000000000ULL);
+}
+__aicore__ inline int32_t XbF2I32(double x) {
+    return (x >= -2147483648.0 && x < 2147483648.0) ? static_cast<int32_t>(x) : static_cast<int32_t>(0x80000000U);
 }""",
     "minmax": """\
 __aicore__ inline float XbMax(float a, float b) { return (a > b || a != a) ? a : b; }
 __aicore__ inline float XbMin(float a, float b) { return (a < b || a != a) ? a : b; }
 __aicore__ inline float XbFMax(float a, float b) { return (a > b || b != b) ? a : b; }
 __aicore__ inline float XbFMin(float a, float b) { return (a < b || b != b) ? a : b; }""",
+    # integers to powers by squaring, wrapping; negative powers as PyTorch (1 for 1, +-1 by parity for -1, else 0)
     "ipow": """\
 template <typename T> __aicore__ inline T XbIntPow(T a, T b) {
-    T r = 1;
-    for (T i = 0; i < b; ++i) r *= a;
-    return r;
+    if (b < 0) return a == 1 ? static_cast<T>(1) : a == static_cast<T>(-1) ? static_cast<T>((b & 1) ? -1 : 1) : static_cast<T>(0);
+    uint64_t r = 1, x = static_cast<uint64_t>(a), e = static_cast<uint64_t>(b);
+    while (e) {
+        if (e & 1) r *= x;
+        x *= x;
+        e >>= 1;
+    }
+    return static_cast<T>(r);
 }""",
 }

@@ -10,7 +10,6 @@ from .cpp import SCALAR, SIZE, ScalarScope, Source, Unsupported, ctype, vec_scal
 from .kernelgen import (
     Block,
     VectorKernelGen,
-    accumulate_api,
     decode,
     ident,
     init_value,
@@ -94,6 +93,27 @@ class RowKernel(VectorKernelGen):
             name = self.scope.locals[s.local]
             conv = "static_cast<float>" if t.dtype in ("float16", "bfloat16") else ""
             src(f"{name} = {conv}(red.GetValue(0));")
+            if s.kind in ("max", "min"):
+                self.nan_check(src, t, count, name)
+
+    def nan_check(self, src: Source, t: Tile, count: str, name: str) -> None:
+        """ReduceMax and ReduceMin skip NaN: a row holding one gives NaN (the maximum over a 0/1 NaN mask)."""
+        self.features.select = True
+        m, f = self.pool.alloc("uint8"), self.pool.alloc(t.dtype)
+        for tile in (m, f):
+            tc = ctype(tile.dtype)
+            src(f"LocalTensor<{tc}> {tile.name} = calcBuf.GetWithOffset<{tc}>(t.slotBytes / sizeof({tc}), "
+                f"{self._slot(tile)} * t.slotBytes);")
+        src("XbSync<HardEvent::S_V>();")
+        src(f"Compare({m.name}, {t.name}, {t.name}, CMPMODE::EQ, XbAlign({count}, {256 // SIZE[t.dtype]}));")
+        src(f"Duplicate({f.name}, {vec_scalar('0.0f', t.dtype)}, {count});")
+        src(f"Select({f.name}, {m.name}, {f.name}, {vec_scalar('1.0f', t.dtype)}, SELMODE::VSEL_TENSOR_SCALAR_MODE, "
+            f"{count});")
+        src(f"ReduceMax(red, {f.name}, redTmp, {count});")
+        src("XbSync<HardEvent::V_S>();")
+        src(f"if (static_cast<float>(red.GetValue(0)) > 0.0f) {name} = XB_NAN;")
+        self.pool.release(m)
+        self.pool.release(f)
 
     def reduce_item(self) -> list[UbItem]:
         if not self.reduce_types:
@@ -304,7 +324,7 @@ class RowKernel(VectorKernelGen):
                 em.count_uses([val])
                 op = em.value(val)
                 t = em.tile_of(val, op)
-                body(f"{accumulate_api(s.kind)}({acc_tile.name}, {acc_tile.name}, {t.name}, len);")
+                em.accumulate(s.kind, acc_tile, t)
                 em.done(val, op)
                 if t is not op:
                     self.pool.release(t)

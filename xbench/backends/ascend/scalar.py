@@ -46,7 +46,8 @@ class ScalarKernel(KernelGen):
         sort_bytes = 0
         for s in k.stages:
             if isinstance(s, Sort):
-                sort_bytes = max(sort_bytes, align(s.axis.extent * 4, 32) * 2)
+                kb = 8 if s.body.dtype == "int64" else 4
+                sort_bytes = max(sort_bytes, align(s.axis.extent * kb, 32) + align(s.axis.extent * 4, 32))
         written: list[str] = []
         for s in k.stages:
             self.stage(body, s, scope, written)
@@ -254,25 +255,39 @@ class ScalarKernel(KernelGen):
             raise Unsupported(f"internal: no scalar form of {type(s).__name__}")
 
     def sort(self, src: Source, s: Sort, scope: ScalarScope, written: list[str]) -> None:
-        """Stable insertion sort of one row in the UB (values as float, source positions as int32)."""
+        """Stable insertion sort of one row in the UB (keys in their own type -- float for floats, int32 or
+        int64 for integers, so no integer is rounded -- and source positions as int32). NaN goes last ascending
+        and first descending, as PyTorch."""
         n = s.axis.extent
+        if n == 0:                      # empty rows: nothing to sort or write (and no sortBuf)
+            return
         for b in (s.values_buf, s.indices_buf):
             if b and b not in written:
                 written.append(b)
-        src(f"LocalTensor<float> keys = sortBuf.GetWithOffset<float>({n}, 0);")
-        src(f"LocalTensor<int32_t> order = sortBuf.GetWithOffset<int32_t>({n}, {align(n * 4, 32)});")
+        bdt = s.body.dtype
+        kdt = "float32" if is_float(bdt) else "int64" if bdt == "int64" else "int32"
+        kt = ctype(kdt)
+        src(f"LocalTensor<{kt}> keys = sortBuf.GetWithOffset<{kt}>({n}, 0);")
+        src(f"LocalTensor<int32_t> order = sortBuf.GetWithOffset<int32_t>({n}, {align(n * SIZE[kdt], 32)});")
         inner = scope.child()
         c = self.loops(src, (s.axis,), inner)
-        v = self.sw.expr(Cast(s.body, "float32") if s.body.dtype != "float32" else s.body, inner, src)
+        v = self.sw.expr(Cast(s.body, kdt) if bdt != kdt else s.body, inner, src)
         src(f"keys.SetValue({s.axis.name}_, {v});")
         src(f"order.SetValue({s.axis.name}_, static_cast<int32_t>({s.axis.name}_));")
         self.close(src, c)
         op = ">" if s.descending else "<"
+        if kdt == "float32":   # key goes before other: NaN after every number ascending, before them descending
+            nan = "(key != key && other == other)" if s.descending else "(other != other && key == key)"
+            before = f"(key {op} other || {nan})"
+        else:
+            before = f"(key {op} other)"
         with src.block(f"for (int32_t a = 1; a < {n}; ++a)"):
-            src("const float key = keys.GetValue(a);")
+            src(f"const {kt} key = keys.GetValue(a);")
             src("const int32_t pos = order.GetValue(a);")
             src("int32_t b = a - 1;")
-            with src.block(f"while (b >= 0 && key {op} keys.GetValue(b))"):
+            with src.block("while (b >= 0)"):
+                src(f"const {kt} other = keys.GetValue(b);")
+                src(f"if (!{before}) break;")
                 src("keys.SetValue(b + 1, keys.GetValue(b));")
                 src("order.SetValue(b + 1, order.GetValue(b));")
                 src("--b;")

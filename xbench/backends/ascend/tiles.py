@@ -11,7 +11,6 @@ from .cpp import SIZE, ScalarScope, Source, Unsupported, ctype, vec_scalar
 from .kernelgen import (
     KernelGen,
     VectorKernelGen,
-    accumulate_api,
     decode,
     ident,
     init_value,
@@ -108,7 +107,7 @@ class TileBody:
             em.count_uses([val])
             t = em.value(val)
             tt = em.tile_of(val, t)
-            loop(f"{accumulate_api(s.kind)}({acc.name}, {acc.name}, {tt.name}, {n});")
+            em.accumulate(s.kind, acc, tt)
             em.done(val, t)
             if tt is not t:
                 self.pool.release(tt)

@@ -442,6 +442,19 @@ class VecEmitter:
     def cast_into(self, out: Tile, x: Tile) -> None:
         s, d = x.dtype, out.dtype
         n = self.dom.count
+        if d == "int32" and s in VEC_TYPES:
+            # the vector Cast saturates (NaN to 0); PyTorch's conversion gives INT32_MIN to every value int32
+            # cannot hold, which the cast of -2**31 does
+            self.features.select = True
+            y, m = self.pool.alloc(s), self.pool.alloc("uint8")
+            self.src(f"Compares({m.name}, {x.name}, {vec_scalar('2147483648.0f', s)}, CMPMODE::LT, "
+                     f"XbAlign({n}, {256 // SIZE[s]}));")
+            self.src(f"Select({y.name}, {m.name}, {x.name}, {vec_scalar('-2147483648.0f', s)}, "
+                     f"SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});")
+            self.src(f"Cast({out.name}, {y.name}, RoundMode::CAST_TRUNC, {n});")
+            self.pool.release(y)
+            self.pool.release(m)
+            return
         mode = _cast_mode(s, d)
         if mode is None:  # two steps through float
             mid = self.pool.alloc("float32")
@@ -539,6 +552,35 @@ class VecEmitter:
             self._i(f"Select({out.name}, {m.name}, {a.name}, {b.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, @n);")
         else:
             self._i(f"Select({out.name}, {m.name}, {a.name}, {float_lit(b)}, SELMODE::VSEL_TENSOR_SCALAR_MODE, @n);")
+
+    def not_nan(self, x: Tile) -> Tile:
+        """A Compare mask, 1 where x is not NaN (x == x), over whole 256-byte repeats."""
+        self.features.select = True
+        m = self.pool.alloc("uint8")
+        self._i(f"Compare({m.name}, {x.name}, {x.name}, CMPMODE::EQ, XbAlign(@n, {256 // SIZE[x.dtype]}));")
+        return m
+
+    def nan_where_not(self, out: Tile, m: Tile) -> None:
+        """out = NaN where the mask bit is 0."""
+        self._i(f"Select({out.name}, {m.name}, {out.name}, {vec_scalar('XB_NAN', out.dtype)}, "
+                f"SELMODE::VSEL_TENSOR_SCALAR_MODE, @n);")
+
+    def extreme(self, api: str, out: Tile, a: Tile, b: Tile | str) -> None:
+        """out = Max/Min(a, b) (b a tile, or a scalar for Maxs/Mins) with NaN propagating: the vector Max and Min
+        keep the other operand where one is NaN. `out` may be `a` or `b`."""
+        masks = [self.not_nan(x) for x in (a, b) if isinstance(x, Tile) and x.dtype in VEC_TYPES]
+        self._i(f"{api}({out.name}, {a.name}, {b.name if isinstance(b, Tile) else b}, @n);")
+        for m in masks:
+            self.nan_where_not(out, m)
+            self.pool.release(m)
+
+    def accumulate(self, kind: str, acc: Tile, t: Tile) -> None:
+        """acc = acc (+ * max min) t, lane by lane; max and min keep NaN."""
+        if kind in ("max", "min") and acc.dtype in VEC_TYPES:
+            self.extreme("Max" if kind == "max" else "Min", acc, acc, t)
+        else:
+            self._i(f"{ {'sum': 'Add', 'prod': 'Mul', 'max': 'Max', 'min': 'Min'}[kind]}({acc.name}, {acc.name}, "
+                    f"{t.name}, @n);")
 
     def _negate_where_negative(self, out: Tile, r: Tile, x: Tile) -> None:
         """out = r where x >= 0 (or NaN), -r where x < 0."""
@@ -773,8 +815,13 @@ class VecEmitter:
             x, y = at, bt
         res = self.pool.alloc("float32")
         i = self._i
-        if fn in ("fmax", "fmin"):
+        if fn in ("fmax", "fmin"):     # NaN ignored: the other operand where one is NaN
+            mx, my = self.not_nan(x), self.not_nan(y)
             i(f"{'Max' if fn == 'fmax' else 'Min'}({res.name}, {x.name}, {y.name}, @n);")
+            self._select(res, mx, res, y)
+            self._select(res, my, res, x)
+            self.pool.release(mx)
+            self.pool.release(my)
         elif fn == "hypot":
             t = self.pool.alloc("float32")
             i(f"Mul({res.name}, {x.name}, {x.name}, @n);")
@@ -870,12 +917,17 @@ class VecEmitter:
         out: Tile
         if isinstance(a, Tile) and isinstance(b, Tile):
             out = self._dst((e, guard), dt, (a_e, a, guard), (b_e, b, guard))
-            self.src(f"{BINARY[fn]}({out.name}, {a.name}, {b.name}, {n});")
+            if fn in ("maximum", "minimum"):
+                self.extreme(BINARY[fn], out, a, b)
+            else:
+                self.src(f"{BINARY[fn]}({out.name}, {a.name}, {b.name}, {n});")
         elif isinstance(a, Tile) or fn in SCALAR_FORM:
             t, s = (a, b) if isinstance(a, Tile) else (b, a)
             te = a_e if isinstance(a, Tile) else b_e
             out = self._dst((e, guard), dt, (te, t, guard))
-            if fn in SCALAR_FORM:
+            if fn in ("maximum", "minimum"):
+                self.extreme(SCALAR_FORM[fn], out, t, vec_scalar(s.code, dt))
+            elif fn in SCALAR_FORM:
                 self.src(f"{SCALAR_FORM[fn]}({out.name}, {t.name}, {vec_scalar(s.code, dt)}, {n});")
             elif fn == "sub":
                 self.src(f"Adds({out.name}, {t.name}, {vec_scalar(f'-({s.code})', dt)}, {n});")
