@@ -2,11 +2,12 @@
 
 numba keeps an index (`.nbi`) and one data file (`.nbc`) per compiled signature and unpickles them without a
 checksum: a torn, truncated or bit-flipped file failed every later compile of that kernel ("invalid load key"),
-or could load wrong machine code. For functions defined in xbench's package or in its cache directory (the
-generated modules), the files are sealed here like every other cache entry (`xbench.cache.seal`): one that does
-not check out is a cache miss, compiled again and rewritten. A cache that cannot be written (a read-only
-folder, a full disk) costs the next process a compile, never this one its result. numba's own format is kept
-for every other function in the process.
+or could load wrong machine code; and two processes saving different signatures of one function at once can
+leave the index naming the other's data file. For functions defined in xbench's package or in its cache
+directory (the generated modules), the files are sealed here like every other cache entry (`xbench.cache.seal`)
+and each data file holds the key it was written for: one that does not check out is a cache miss, compiled
+again and rewritten. A cache that cannot be written (a read-only folder, a full disk) costs the next process a
+compile, never this one its result. numba's own format is kept for every other function in the process.
 """
 from __future__ import annotations
 
@@ -65,14 +66,19 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
 
     def load(self, key):
         try:
-            return super().load(key)
+            stored = super().load(key)
         except Exception as exc:              # an entry that unpickles to nonsense: compile again
             log.warning("numba cache entry in %s could not be loaded (%s); compiling again", self._cache_path, exc)
             return None
+        # a data file holds the key it was written for: two processes saving different signatures of one
+        # function at once can leave the index naming another's data, which must not load as this one's
+        if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key):
+            return None
+        return stored[1]
 
     def save(self, key, data):
         try:
-            super().save(key, data)
+            super().save(key, (key, data))
         except OSError as exc:                # read-only folder, full disk: the compiled code is still used
             if self._cache_path not in _warned:
                 _warned.add(self._cache_path)
