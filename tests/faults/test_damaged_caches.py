@@ -110,3 +110,21 @@ def test_a_tuned_schedule_damaged_in_its_values_costs_only_that_schedule(tmp_pat
     db = xb.tuning_db()
     db.set_best(kernel_key(kernel, "cpu", default_target("cpu")), {"parallel": "trve"}, 1.0, 2.0, False)
     np.testing.assert_array_equal(thrice(x), x * 3)                    # was a ScheduleError on every call
+
+
+def test_numba_cache_files_load_only_sound_and_for_their_own_key(tmp_path):
+    from xbench.backends.cpu.numba_cache import CheckedCacheFile
+    f = CheckedCacheFile(cache_path=str(tmp_path), filename_base="mod.fn-1.py311", source_stamp=(1.0, 10))
+    f.save(("sig-a",), {"code": "a"})
+    assert f.load(("sig-a",)) == {"code": "a"}
+    index = f._load_index()                        # another process's index, naming this data for its key
+    f._save_index({("sig-b",): index[("sig-a",)]})
+    assert f.load(("sig-b",)) is None              # not sig-a's machine code under sig-b's name
+    (data,) = tmp_path.glob("*.nbc")
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    data.write_bytes(bytes(raw))
+    f._save_index(index)
+    assert f.load(("sig-a",)) is None and not data.exists()    # damaged: a miss, removed, compiled again
+    (tmp_path / "mod.fn-1.py311.nbi").write_bytes(b"\x80\x04garbage")
+    assert f._load_index() == {}
