@@ -27,7 +27,7 @@ from .lowp import LOAD as LOWP
 
 PREFETCH_LINES = (2, 4, 8)
 
-CODEGEN_VERSION = "12"
+CODEGEN_VERSION = "13"
 # The price of a parallel loop, for the default parallel/serial choice (`parallel_pays`): launching one on
 # numba's threading layer and waiting for its threads costs ~12-15 us with threads that sleep between loops
 # (OMP_WAIT_POLICY=PASSIVE, set below), and the serial work it splits costs ~0.1 ns per scalar evaluation plus
@@ -38,6 +38,11 @@ LAUNCH_US = 15.0
 EVAL_NS = 0.1
 TRANSCENDENTAL_NS = 0.15
 PARALLEL_MARGIN = 2.0
+# Kernels the cost model puts under this many microseconds of serial work compile at LLVM's -O1 instead of -O3:
+# half the compile time (~0.15 s against ~0.3 s a kernel here), and at most a few microseconds a call lost to
+# loops that are not vectorised. Whole-model graphs have hundreds of such kernels (batch statistics, running
+# averages, small epilogues).
+OPT_FULL_US = 10.0
 # a BLAS contraction's own loops (packing, the epilogue: numba parallel regions of ~3 us each) run in parallel
 # from this many output points
 BLAS_PARALLEL_POINTS = 1 << 17
@@ -174,6 +179,9 @@ class CpuBackend:
             out["prefetch"] = Knob("prefetch", (0, *(n for n in PREFETCH_LINES if row % (n * ahead[3]) == 0)), 0,
                                    "while computing on a row, fetch the next one, this many cache lines per step "
                                    "(0: none)")
+        out["opt"] = Knob("opt", (1, 3), d["opt"],
+                          "LLVM optimisation level: 1 compiles in about half the time, 3 vectorises loops (the "
+                          "default for kernels whose work the cost model puts at OPT_FULL_US or more)")
         out["fast_math"] = Knob("fast_math", (True, False), True,
                                 "vectorisable approximations of exp/log/tanh/erf (bounded ulp error)")
         return out
@@ -186,7 +194,8 @@ class CpuBackend:
 
     def default_schedule(self, kernel: Kernel) -> Schedule:
         s = {"parallel": parallel_pays(kernel),
-             "collapse": needs_collapse(kernel.outer, threads()) if kernel.outer else 1, "fast_math": True}
+             "collapse": needs_collapse(kernel.outer, threads()) if kernel.outer else 1, "fast_math": True,
+             "opt": 3 if serial_us(kernel) >= OPT_FULL_US else 1}
         roles = contraction.roles(kernel) if kernel.kind == "contract" else None
         if roles is not None:
             acc = kernel.stages[0].dtype
@@ -275,12 +284,22 @@ def _signature_spec(program: Program, k: Kernel) -> list[tuple[str, int]]:
 
 
 def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
-    """Compile kernel `name` of `module` for C-contiguous buffers (a kernel run as tasks was compiled, or
-    loaded from numba's cache, with its task when the module was imported)."""
+    """Compile kernel `name` of `module` for C-contiguous buffers, at the LLVM optimisation level its schedule
+    chose (the module's `OPT`); a kernel run as tasks was compiled, or loaded from numba's cache, with its task
+    when the module was imported."""
     import numba
-    if not hasattr(module, f"{name}_part"):
-        getattr(module, name).compile(tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C")
-                                            for d, n in spec))
+    from numba.core import config
+    from numba.core.compiler_lock import global_compiler_lock
+    if hasattr(module, f"{name}_part"):
+        return
+    sig = tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C") for d, n in spec)
+    with global_compiler_lock:
+        before = config.OPT
+        config.OPT = type(before)(getattr(module, "OPT", {}).get(name, 3))
+        try:
+            getattr(module, name).compile(sig)
+        finally:
+            config.OPT = before
 
 
 def _compile_all(module, program: Program) -> float:

@@ -344,6 +344,10 @@ class ModuleWriter:
             src(f"return [{', '.join(f'b[{o!r}]' for o in p.outputs)}]")
         src()
         src()
+        src("# LLVM optimisation level each kernel compiles at")
+        src("OPT = {" + ", ".join(f"{k.name!r}: {int(self.schedules.get(k.name, Schedule()).get('opt', 3))}"
+                                  for k in p.kernels) + "}")
+        src()
         src("KERNELS = {")
         with src.indent():
             for k in p.kernels:
@@ -365,7 +369,7 @@ class ModuleWriter:
             text = ContractWriter(self, k, sched).text()
         else:
             text = self.pointwise(k, sched)
-        key = canonical(text)
+        key = f"{canonical(text)} opt={sched.get('opt', 3)}"
         first = self._seen.setdefault(key, k.name)
         if first != k.name:
             return f"{k.name} = {first}  # the same code as {first}"
