@@ -20,7 +20,7 @@ install: $(STAMP) $(EXT_STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[lab,test,peers]"
+	$(PY) -m pip install --quiet -e ".[lab,test,peers,models]"
 	touch $@
 
 $(EXT_STAMP): $(EXT_SOURCES) | $(STAMP)

@@ -145,3 +145,13 @@ from .notebook import explore, load_ipython_extension, unload_ipython_extension
 from .profile import Report, calibrate
 from .tune import tune, tuning_db
 from .viz.roofline import roofline
+
+# the layers that import torch load on first use, so `import xbench` stays torch-free
+_LAZY = ("torch", "dist")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'xbench' has no attribute {name!r}")
