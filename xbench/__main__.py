@@ -1,6 +1,6 @@
 """`python -m xbench <command>`: demo (the quick-start story in a terminal), coverage (the library grid),
 backends (what is installed and usable here), cache (where the caches live, and clearing them), fuzz
-(differential fuzzing of the compiler)."""
+(differential fuzzing of the compiler), dist (distributed training: predictions, strategy search, calibration)."""
 from __future__ import annotations
 
 import argparse
@@ -55,12 +55,19 @@ def _fuzz(args) -> int:
     return main(args.rest)
 
 
+def _dist(args) -> int:
+    from .dist.cli import main
+    return main(args.rest)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["coverage"]:            # its options go to the grid's own parser, untouched
         return _coverage(argparse.Namespace(rest=argv[1:]))
     if argv[:1] == ["fuzz"]:
         return _fuzz(argparse.Namespace(rest=argv[1:]))
+    if argv[:1] == ["dist"]:
+        return _dist(argparse.Namespace(rest=argv[1:]))
     parser = argparse.ArgumentParser(prog="xbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="the quick-start story, printed in the terminal")
@@ -77,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("fuzz", help="random operators on every backend against the reference (--help for more)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(fn=_fuzz)
+    p = sub.add_parser("dist", help="distributed training: predict, search, calibrate, gate (--help for more)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=_dist)
     args = parser.parse_args(argv)
     return args.fn(args)
 
