@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import xbench as xb
 from xbench import Tensor
 from xbench.ops import FLOATS, INTS, Sample
 
-from ._samples import noncontig, tensor, unary
+from ._samples import SPECIAL_VALUES, noncontig, pointwise_backward, tensor, unary
 
 register = xb.ops.register
 F = "torch.nn.functional."
@@ -45,6 +47,27 @@ def _torch_gelu(torch, input, approximate="none"):
 def gelu(input: Tensor, approximate: str = "none"):
     """Gaussian error linear unit; `approximate="tanh"` for the tanh form."""
     return _gelu(input, approximate)
+
+
+def _wide(x):
+    return x.astype("float32") if x.dtype in ("float16", "bfloat16") else x
+
+
+@register("activation", samples=pointwise_backward(-4.0, 4.0, kwargs=({}, {"approximate": "tanh"})),
+          torch="torch.ops.aten.gelu_backward")
+def gelu_backward(grad_output: Tensor, self: Tensor, approximate: str = "none"):
+    """grad_output * gelu'(self), in float32 for 16-bit inputs (PyTorch's formulas, both forms)."""
+    g, x = _wide(grad_output), _wide(self)
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        t = xb.tanh(inner)
+        d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x)
+    elif approximate == "none":
+        cdf = 0.5 * (1.0 + xb.erf(x * _INV_SQRT_2))
+        d = cdf + x * xb.exp(-0.5 * x * x) * (1.0 / math.sqrt(2.0 * math.pi))
+    else:
+        raise ValueError(f"gelu_backward: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return (g * d).astype(self.dtype)
 
 
 def _bias_samples(dtype, shapes):
@@ -142,10 +165,25 @@ def sigmoid(input: Tensor):
     return xb.sigmoid(input)
 
 
+@register("activation", samples=pointwise_backward(-4.0, 4.0, of=lambda x: 1.0 / (1.0 + np.exp(-x))),
+          torch="torch.ops.aten.sigmoid_backward")
+def sigmoid_backward(grad_output: Tensor, output: Tensor):
+    """grad_output * output * (1 - output), from sigmoid's output."""
+    return (_wide(grad_output) * _wide(output) * (1.0 - _wide(output))).astype(output.dtype)
+
+
 @register("activation", samples=SMOOTH, torch=F + "silu", grad=True)
 def silu(input: Tensor):
     """input * sigmoid(input) (swish)."""
     return input * xb.sigmoid(input)
+
+
+@register("activation", samples=pointwise_backward(-4.0, 4.0), torch="torch.ops.aten.silu_backward")
+def silu_backward(grad_output: Tensor, self: Tensor):
+    """grad_output * sigmoid(self) * (1 + self * (1 - sigmoid(self)))."""
+    x = _wide(self)
+    sg = xb.sigmoid(x)
+    return (_wide(grad_output) * sg * (1.0 + x * (1.0 - sg))).astype(self.dtype)
 
 
 def _softplus(x, beta: float, threshold: float):
@@ -174,10 +212,27 @@ def hardsigmoid(input: Tensor):
     return xb.minimum(xb.maximum(input * (1.0 / 6.0) + 0.5, 0.0), 1.0)
 
 
+@register("activation", samples=pointwise_backward(-5.0, 5.0, avoid=(-3.0, 3.0)),
+          torch="torch.ops.aten.hardsigmoid_backward")
+def hardsigmoid_backward(grad_output: Tensor, self: Tensor):
+    """grad_output / 6 strictly inside (-3, 3), 0 outside."""
+    inside = (self > -3.0) & (self < 3.0)
+    return xb.where(inside, _wide(grad_output) * (1.0 / 6.0), 0.0).astype(grad_output.dtype)
+
+
 @register("activation", samples=unary(-5.0, 5.0, avoid=(-3.0, 3.0)), torch=F + "hardswish", grad=True)
 def hardswish(input: Tensor):
     """input * hardsigmoid(input)."""
     return input * xb.minimum(xb.maximum(input + 3.0, 0.0), 6.0) * (1.0 / 6.0)
+
+
+@register("activation", samples=pointwise_backward(-5.0, 5.0, avoid=(-3.0, 3.0)),
+          torch="torch.ops.aten.hardswish_backward")
+def hardswish_backward(grad_output: Tensor, self: Tensor):
+    """0 below -3, grad_output * (self / 3 + 1/2) up to 3, grad_output above (PyTorch's branches)."""
+    g, x = _wide(grad_output), _wide(self)
+    out = xb.where(x < -3.0, 0.0, xb.where(x <= 3.0, g * (x * (1.0 / 3.0) + 0.5), g))
+    return out.astype(grad_output.dtype)
 
 
 @register("activation", aliases=("hardtanh_",),
@@ -188,11 +243,33 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0):
     return xb.minimum(xb.maximum(input, min_val), max_val)
 
 
+_NO_NAN = tuple(v for v in SPECIAL_VALUES if v == v)
+
+
+@register("activation", samples=pointwise_backward(-3.0, 3.0, avoid=(-1.0, 1.0, -0.5, 2.0),
+                                                   kwargs=({"min_val": -1.0, "max_val": 1.0},
+                                                           {"min_val": -0.5, "max_val": 2.0}), values=_NO_NAN),
+          torch="torch.ops.aten.hardtanh_backward",
+          notes="0 where self is NaN (PyTorch's CPU kernels disagree there: float64 gives 0, the vectorised "
+                "float32 and 16-bit ones pass grad_output)")
+def hardtanh_backward(grad_output: Tensor, self: Tensor, min_val: float, max_val: float):
+    """grad_output strictly between min_val and max_val, 0 elsewhere and at NaN (relu6 is hardtanh(0, 6))."""
+    return xb.where((self > min_val) & (self < max_val), grad_output, 0).astype(grad_output.dtype)
+
+
 @register("activation", samples=unary(-3.0, 3.0, avoid=(0.5,), kwargs=({"threshold": 0.5, "value": -1.0},)),
           torch=F + "threshold", grad=True)
 def threshold(input: Tensor, threshold: float, value: float):
     """value where input <= threshold, else input (NaN stays NaN)."""
     return xb.where(input <= threshold, value, input)
+
+
+@register("activation", samples=pointwise_backward(-3.0, 3.0, avoid=(0.5,), kwargs=({"threshold": 0.5},)),
+          torch="torch.ops.aten.threshold_backward")
+def threshold_backward(grad_output: Tensor, self: Tensor, threshold: float):
+    """0 where self <= threshold, else grad_output (NaN in self passes the gradient); relu's backward is
+    threshold_backward(grad, output, 0)."""
+    return xb.where(self <= threshold, 0, grad_output).astype(grad_output.dtype)
 
 
 @register("activation", samples=unary(-3.0, 3.0, avoid=(-0.5, 0.5), kwargs=({}, {"lambd": 1.0})),

@@ -126,6 +126,69 @@ def _scaled_dot_product_flash_attention(query: Tensor, key: Tensor, value: Tenso
     return _softmax_attention(query, key, value, _scale(query, scale), keep)
 
 
+def _heads_of(x, heads: int):
+    """A key/value with one head, or with a divisor of `heads`, repeated to `heads` (dim -3)."""
+    return x if x.shape[-3] == heads else _repeat_heads(x, heads, x.ndim - 3)
+
+
+def _cpu_keep_bias(query, key, is_causal: bool, attn_mask):
+    if attn_mask is not None and attn_mask.dtype == "bool":
+        raise ValueError("_scaled_dot_product_flash_attention_for_cpu: attn_mask must be a float mask added to the "
+                         "scores (PyTorch's CPU kernel takes no boolean one); use where(mask, 0, -inf)")
+    return _causal(query.shape[-2], key.shape[-2]) if is_causal else None, attn_mask
+
+
+@register("attention", samples=S.flash_cpu_cases, torch="torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+          grad=("query", "key", "value"))
+def _scaled_dot_product_flash_attention_for_cpu(query: Tensor, key: Tensor, value: Tensor, dropout_p: float = 0.0,
+                                                is_causal: bool = False, attn_mask: Tensor | None = None,
+                                                scale: float = None):
+    """ATen's CPU flash attention: (output [B, H, L, E], logsumexp [B, H, L]; float32 for 16-bit inputs) for
+    [B, H, L, E] inputs; is_causal is top-left aligned; attn_mask is added to the scores; a key/value with one
+    head serves every query head."""
+    _no_dropout("_scaled_dot_product_flash_attention_for_cpu", dropout_p)
+    keep, bias = _cpu_keep_bias(query, key, is_causal, attn_mask)
+    heads = query.shape[-3]
+    return _softmax_attention(query, _heads_of(key, heads), _heads_of(value, heads), _scale(query, scale), keep,
+                              bias)
+
+
+@register("attention", samples=S.flash_cpu_backward_cases,
+          torch="torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward")
+def _scaled_dot_product_flash_attention_for_cpu_backward(grad_out: Tensor, query: Tensor, key: Tensor,
+                                                         value: Tensor, out: Tensor, logsumexp: Tensor,
+                                                         dropout_p: float, is_causal: bool,
+                                                         attn_mask: Tensor | None = None, scale: float = None):
+    """(grad_query, grad_key, grad_value) of _scaled_dot_product_flash_attention_for_cpu from its output and
+    log-sum-exp: P = exp(S - logsumexp), dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = dS K * scale,
+    dK = dS^T Q * scale (in float32 for 16-bit inputs); a key/value head shared by several query heads sums
+    their gradients."""
+    _no_dropout("_scaled_dot_product_flash_attention_for_cpu_backward", dropout_p)
+    keep, bias = _cpu_keep_bias(query, key, is_causal, attn_mask)
+    sc, heads = _scale(query, scale), query.shape[-3]
+    f32 = query.dtype in _LOW
+    q, k, v, do, o = (t.astype("float32") if f32 else t for t in (query, _heads_of(key, heads),
+                                                                     _heads_of(value, heads), grad_out, out))
+    s = (q @ k.mT) * sc
+    if bias is not None:
+        s = s + (bias.astype("float32") if f32 else bias)
+    if keep is not None:
+        s = xb.where(keep, s, -math.inf)
+    p = xb.exp(s - logsumexp.astype(s.dtype)[..., None])
+    dv = p.mT @ do
+    ds = p * (do @ v.mT - (do * o).sum(axis=-1, keepdims=True))
+    dq = (ds @ k) * sc
+    dk = (ds.mT @ q) * sc
+
+    def shared(g, like):           # back to the key/value's heads
+        hk = like.shape[-3]
+        if hk == heads:
+            return g
+        lead = tuple(g.shape[:-3])
+        return g.reshape(lead + (hk, heads // hk) + tuple(g.shape[-2:])).sum(axis=-3)
+    return (dq.astype(query.dtype), shared(dk, key).astype(key.dtype), shared(dv, value).astype(value.dtype))
+
+
 def _torch_math_attention(torch, q, k, v, bias=None, keep=None, scale=None):
     """The attention contract spelled with PyTorch tensors: (output, logsumexp), 0 for rows with no key."""
     s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)

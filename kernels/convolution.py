@@ -170,6 +170,88 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor = None, stride=
                              "conv_transpose3d")
 
 
+def _aten_geometry(weight, stride, padding, dilation, output_padding, name: str):
+    nd = weight.ndim - 2
+    if nd not in (1, 2, 3):
+        raise ValueError(f"{name}: weight must have 3 to 5 dims ([out, in / groups, kernel...]), got {weight.shape}")
+    return nd, pair(stride, nd), pair(padding, nd), pair(dilation, nd), pair(output_padding, nd)
+
+
+@register("convolution", samples=S.aten_conv_cases, torch="torch.ops.aten.convolution", grad=True)
+def convolution(input: Tensor, weight: Tensor, bias: Tensor | None, stride, padding, dilation, transposed: bool,
+                output_padding, groups: int):
+    """ATen's convolution: 1-, 2- or 3-D (from the weight's rank), transposed or not; what conv{1,2,3}d and
+    conv_transpose{1,2,3}d call."""
+    nd, stride, padding, dilation, output_padding = _aten_geometry(weight, stride, padding, dilation,
+                                                                   output_padding, "convolution")
+    if transposed:
+        return _conv_transposend(input, weight, bias, stride, padding, output_padding, groups, dilation, nd,
+                                 "convolution")
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, nd, "convolution")
+
+
+def _conv_weight_grad(grad_output, input, kernel, stride, padding, dilation, groups: int, nd: int):
+    """d(loss)/d(weight) of a convolution: each tap's input window (of the padded input) against grad_output,
+    summed over the batch and the output positions; [out, in / groups, kernel...]."""
+    n, c = input.shape[:2]
+    k = grad_output.shape[1]
+    x = xb.pad(input, ((0, 0), (0, 0)) + tuple((p, p) for p in padding))
+    win = xb.sliding_window(x, kernel, axes=tuple(range(2, 2 + nd)), stride=stride, dilation=dilation)
+    outs = tuple(grad_output.shape[2:])
+    # windows past the output (when the padded input leaves a remainder) are not part of the forward
+    win = win[(slice(None), slice(None)) + tuple(slice(0, o) for o in outs)]
+    o, r = "hwd"[:nd], "rst"[:nd]
+    if groups == 1:
+        return xb.einsum(f"nk{o},nc{o}{r}->kc{r}", grad_output, win)
+    cg, kg = c // groups, k // groups
+    gg = grad_output.reshape((n, groups, kg) + outs)
+    wg = win.reshape((n, groups, cg) + outs + tuple(kernel))
+    return xb.einsum(f"ngk{o},ngc{o}{r}->gkc{r}", gg, wg).reshape((k, cg) + tuple(kernel))
+
+
+def _torch_conv_backward(torch, grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                         output_padding, groups, output_mask):
+    """ATen's convolution_backward, its undefined (masked) outputs as empty tensors."""
+    res = torch.ops.aten.convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                                              transposed, output_padding, groups, output_mask)
+    like = (input, weight, weight)
+    return tuple(r if r is not None else torch.zeros(0, dtype=t.dtype) for r, t in zip(res, like))
+
+
+@register("convolution", samples=S.conv_backward_cases, torch=_torch_conv_backward)
+def convolution_backward(grad_output: Tensor, input: Tensor, weight: Tensor, bias_sizes, stride, padding, dilation,
+                         transposed: bool, output_padding, groups: int, output_mask):
+    """ATen's convolution_backward: (grad_input, grad_weight, grad_bias) of convolution(input, weight, bias, ...)
+    given grad_output; each output output_mask leaves out is an empty tensor. grad_input is the adjoint
+    convolution (a transposed one for a convolution, a plain one for a transposed convolution); grad_weight
+    correlates input windows with grad_output (with the roles of input and grad_output swapped when
+    transposed); grad_bias sums grad_output over the batch and the positions."""
+    nd, stride, padding, dilation, output_padding = _aten_geometry(weight, stride, padding, dilation,
+                                                                   output_padding, "convolution_backward")
+    kernel = tuple(weight.shape[2:])
+    spatial = tuple(range(2, 2 + nd))
+    gi = gw = gb = None
+    if output_mask[0]:
+        if transposed:
+            gi = _convnd(grad_output, weight, None, stride, padding, dilation, groups, nd, "convolution_backward")
+            gi = gi[(slice(None), slice(None)) + tuple(slice(0, m) for m in input.shape[2:])]
+        else:
+            extra = tuple(i - ((o - 1) * s - 2 * p + d * (k - 1) + 1) for i, o, s, p, d, k in
+                          zip(input.shape[2:], grad_output.shape[2:], stride, padding, dilation, kernel))
+            gi = _conv_transposend(grad_output, weight, None, stride, padding, extra, groups, dilation, nd,
+                                   "convolution_backward")
+        gi = gi.astype(input.dtype)
+    if output_mask[1]:
+        if transposed:     # y = conv_transpose(x): x plays grad_output's part of a convolution of y
+            gw = _conv_weight_grad(input, grad_output, kernel, stride, padding, dilation, groups, nd)
+        else:
+            gw = _conv_weight_grad(grad_output, input, kernel, stride, padding, dilation, groups, nd)
+        gw = gw.astype(weight.dtype)
+    if output_mask[2]:
+        gb = grad_output.sum(axis=(0,) + spatial).astype(grad_output.dtype)
+    return tuple(g if g is not None else xb.zeros((0,), t.dtype) for g, t in zip((gi, gw, gb), (input, weight, weight)))
+
+
 @register("convolution", samples=S.im2col_cases, torch="torch.nn.functional.unfold", grad=True)
 def im2col(input: Tensor, kernel_size, dilation=1, padding=0, stride=1):
     """Sliding blocks as columns (`F.unfold`): [N, C, H, W] -> [N, C * kH * kW, L], L = number of blocks."""

@@ -235,6 +235,57 @@ def nll_loss2d_forward(self: Tensor, target: Tensor, weight: Tensor | None, redu
     return _nll_aten(self, target, weight, reduction, ignore_index)
 
 
+def _nll_backward_samples(image: bool):
+    """(grad_output, self, target, weight, reduction, ignore_index, total_weight): the forward's samples with
+    the total weight of their counted targets (as nll_loss_forward returns it) and a gradient shaped like its
+    output."""
+    def gen(dtype, shapes):
+        for s in _nll_forward_samples(image)(dtype, shapes):
+            x, t, w, red, ignore = s.args
+            valid = t != ignore
+            wt = np.ones(x.shape[1 if x.ndim > 1 else 0]) if w is None else w.astype(np.float64)
+            total = np.asarray(wt[np.where(valid, t, 0)][valid].sum(), x.dtype)
+            g = tensor(shapes, dtype, t.shape if red == 0 else (), "nllg", low=-2.0, high=2.0)
+            yield Sample((g, x, t, w, red, ignore, total), {}, s.note, s.grad)
+    return gen
+
+
+def _nll_backward(grad_output, self, target, weight, reduction: int, ignore_index: int, total_weight):
+    axis = 1 if self.ndim > 1 else 0
+    valid = target != ignore_index
+    safe = xb.where(valid, target, 0)
+    w = xb.gather(weight, safe, axis=0) if weight is not None else xb.ones(safe.shape, self.dtype)
+    w = xb.where(valid, w, 0.0)
+    if reduction == 1:
+        g = grad_output / total_weight
+    elif reduction in (0, 2):
+        g = grad_output
+    else:
+        raise ValueError(f"reduction must be 0 (none), 1 (mean) or 2 (sum), got {reduction}")
+    scale = xb.expand_dims(-(w * g), axis)                                     # the class axis, size 1
+    hit = (xb.iota(tuple(self.shape), axis) == xb.expand_dims(safe, axis)) & xb.expand_dims(valid, axis)
+    return xb.where(hit, scale, 0.0).astype(self.dtype)        # (nothing counted: 0, not 0 / 0)
+
+
+@register("loss", samples=_nll_backward_samples(False), torch="torch.ops.aten.nll_loss_backward")
+def nll_loss_backward(grad_output: Tensor, self: Tensor, target: Tensor, weight: Tensor | None, reduction: int,
+                      ignore_index: int, total_weight: Tensor):
+    """The gradient of nll_loss_forward with respect to self ((C,) or (N, C)): -weight[target] * grad_output
+    at each counted target's class (divided by total_weight for the mean), 0 elsewhere."""
+    if self.ndim > 2:
+        raise ValueError(f"nll_loss_backward needs a (C,) or (N, C) input, got {self.shape} (see nll_loss2d_backward)")
+    return _nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
+
+
+@register("loss", samples=_nll_backward_samples(True), torch="torch.ops.aten.nll_loss2d_backward")
+def nll_loss2d_backward(grad_output: Tensor, self: Tensor, target: Tensor, weight: Tensor | None, reduction: int,
+                        ignore_index: int, total_weight: Tensor):
+    """nll_loss_backward for (N, C, H, W) inputs and (N, H, W) targets."""
+    if self.ndim != 4:
+        raise ValueError(f"nll_loss2d_backward needs an (N, C, H, W) input, got {self.shape}")
+    return _nll_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)
+
+
 def _log_softmax(x, axis: int):
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - xb.log(xb.exp(shifted).sum(axis=axis, keepdims=True))

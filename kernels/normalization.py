@@ -2,16 +2,30 @@
 `torch.nn.functional` form and as ATen's `native_*` operators that also return the statistics."""
 from __future__ import annotations
 
+import numpy as np
+
 import xbench as xb
 from xbench import Tensor
 from xbench.ops import Sample
 
-from ._samples import noncontig, special, tensor
+from ._samples import cast, noncontig, special, tensor
 
 register = xb.ops.register
 
 _EPS = {"float16": 0.0009765625, "bfloat16": 0.0078125, "float32": 1.1920928955078125e-07,
         "float64": 2.220446049250313e-16}
+
+
+def _torch_masked(name: str, weight_at: int, bias_at: int | None):
+    """An ATen backward with output_mask: the outputs it leaves undefined (None) as empty tensors, of the dtype of
+    the input (grad_input), the weight argument (at `weight_at`) and the bias (at `bias_at`, else the weight's)."""
+    def fn(torch, *args):
+        res = getattr(torch.ops.aten, name)(*args)
+        like = [args[1], args[weight_at], args[bias_at] if bias_at is not None else args[weight_at]]
+        return tuple(r if r is not None else torch.zeros(0, dtype=(l if l is not None else args[1]).dtype)
+                     for r, l in zip(res, like))
+    fn.__name__ = fn.__qualname__ = f"torch.ops.aten.{name} (undefined outputs empty)"
+    return fn
 
 
 def _norm_axes(input, normalized_shape) -> tuple[int, ...]:
@@ -75,6 +89,64 @@ def _native_ln_samples(dtype, shapes):
 def native_layer_norm(input: Tensor, normalized_shape, weight: Tensor | None, bias: Tensor | None, eps: float):
     """(out, mean, rstd) of layer_norm; the statistics keep the normalised dims as size 1."""
     return _layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def _empty(dtype):
+    """An output that output_mask did not ask for (ATen leaves it undefined): an empty tensor."""
+    return xb.zeros((0,), dtype)
+
+
+def _masked(outputs, output_mask):
+    """Each gradient where its output_mask entry is set (and it exists: None for a missing weight or bias),
+    else an empty tensor."""
+    return tuple(g if m and g is not None else _empty(dt) for (g, dt), m in zip(outputs, output_mask))
+
+
+def _np_stats(x: np.ndarray, axes: tuple[int, ...], eps: float):
+    """mean and 1 / sqrt(var + eps) over `axes` in float64, kept as size-1 dims."""
+    v = x.astype(np.float64)
+    mean = v.mean(axis=axes, keepdims=True)
+    return mean, 1.0 / np.sqrt(((v - mean) ** 2).mean(axis=axes, keepdims=True) + eps)
+
+
+def _ln_backward_samples(dtype, shapes):
+    """(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask): native_layer_norm's samples
+    with their statistics, each output_mask that its weight and bias allow, and one without grad_input."""
+    for s in _native_ln_samples(dtype, shapes):
+        x, shape, w, b, eps = s.args
+        k = 1 if isinstance(shape, int) else len(shape)
+        if int(np.prod(x.shape[x.ndim - k:])) <= 2 or not x.size:
+            continue            # over 1 or 2 elements grad_input is exactly 0: only rounding noise to compare
+        mean, rstd = _np_stats(x, tuple(range(x.ndim - k, x.ndim)), eps)
+        g = tensor(shapes, dtype, x.shape, "lnbg", low=-2.0, high=2.0)
+        mask = [True, w is not None, b is not None]
+        yield Sample((g, x, shape, cast(mean, dtype), cast(rstd, dtype), w, b, mask), {}, s.note, s.grad)
+    if w is not None:
+        yield Sample((g, x, shape, cast(mean, dtype), cast(rstd, dtype), w, b, [False, True, b is not None]), {},
+                     "no grad_input")
+
+
+def _ln_grads(grad_out, input, normalized_shape, mean, rstd, weight):
+    """(grad_input, grad_weight, grad_bias) of layer_norm, in float32 for 16-bit inputs."""
+    axes = _norm_axes(input, normalized_shape)
+    batch = tuple(range(input.ndim - len(axes)))
+    x, g = _wide(input), _wide(grad_out)
+    x_hat = (x - _wide(mean)) * _wide(rstd)
+    gw = g if weight is None else g * _wide(weight)
+    dx = _wide(rstd) * (gw - gw.mean(axis=axes, keepdims=True) - x_hat * (gw * x_hat).mean(axis=axes, keepdims=True))
+    return dx, (g * x_hat).sum(axis=batch) if batch else g * x_hat, g.sum(axis=batch) if batch else g
+
+
+@register("normalization", samples=_ln_backward_samples, torch=_torch_masked("native_layer_norm_backward", 4, 5))
+def native_layer_norm_backward(grad_out: Tensor, input: Tensor, normalized_shape, mean: Tensor, rstd: Tensor,
+                               weight: Tensor | None, bias: Tensor | None, output_mask):
+    """ATen's native_layer_norm_backward: (grad_input, grad_weight, grad_bias) from native_layer_norm's mean and
+    rstd; an output that output_mask leaves out, or whose weight / bias is None, is an empty tensor."""
+    dx, dw, db = _ln_grads(grad_out, input, normalized_shape, mean, rstd, weight)
+    return _masked(((dx.astype(input.dtype), input.dtype),
+                    (None if weight is None else dw.astype(weight.dtype), input.dtype if weight is None else weight.dtype),
+                    (None if bias is None else db.astype(bias.dtype), input.dtype if bias is None else bias.dtype)),
+                   output_mask)
 
 
 def _wide(x):
@@ -193,6 +265,133 @@ def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
     return _batch_norm(input, weight, bias, running_mean, running_var, training, eps)
 
 
+def _stats_dtype(input, running_mean):
+    """The dtype ATen's CPU batch norm gives its statistics: the running statistics' (float32 ones for a 16-bit
+    input under autocast), else the input's."""
+    return running_mean.dtype if running_mean is not None else input.dtype
+
+
+def _bn_train(input, weight, bias, running_mean, running_var, training: bool, momentum: float, eps: float):
+    """(out, save_mean, save_invstd, new running_mean, new running_var), computed in float32 for 16-bit inputs:
+    the running statistics move by `momentum` towards the batch mean and the unbiased batch variance."""
+    axes = (0,) + tuple(range(2, input.ndim))
+    sdt = _stats_dtype(input, running_mean)
+    if not training:
+        out = _batch_norm(_wide(input), _opt(weight), _opt(bias), _wide(running_mean), _wide(running_var), False,
+                          eps)[0]
+        return out.astype(input.dtype), _empty(sdt), _empty(sdt), running_mean, running_var
+    x = _wide(input)
+    n = input.size // input.shape[1]
+    mean = x.mean(axis=axes, keepdims=True)
+    centered = x - mean
+    var = (centered * centered).mean(axis=axes, keepdims=True)
+    invstd = xb.rsqrt(var + eps)
+    out = centered * invstd
+    if weight is not None:
+        out = out * _channel(_wide(weight), input.ndim)
+    if bias is not None:
+        out = out + _channel(_wide(bias), input.ndim)
+    new_mean = new_var = None
+    if running_mean is not None:
+        new_mean = ((1.0 - momentum) * _wide(running_mean) + momentum * mean.reshape(-1)).astype(running_mean.dtype)
+    if running_var is not None:
+        unbiased = var.reshape(-1) * (n / (n - 1) if n > 1 else float("inf"))
+        new_var = ((1.0 - momentum) * _wide(running_var) + momentum * unbiased).astype(running_var.dtype)
+    return out.astype(input.dtype), mean.reshape(-1).astype(sdt), invstd.reshape(-1).astype(sdt), new_mean, new_var
+
+
+def _opt(x):
+    return None if x is None else _wide(x)
+
+
+def _legit_samples(dtype, shapes):
+    for s in _native_bn_samples(dtype, shapes):
+        if s.args[3] is not None:
+            yield s
+
+
+@register("normalization", samples=_legit_samples, torch="torch.ops.aten._native_batch_norm_legit_functional",
+          grad=("input", "weight", "bias"),
+          notes="the running statistics come back updated (the last two outputs), as AOTAutograd's functional "
+                "graphs expect")
+def _native_batch_norm_legit_functional(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                                        running_mean: Tensor, running_var: Tensor, training: bool, momentum: float,
+                                        eps: float):
+    """(out, save_mean, save_invstd, running_mean_out, running_var_out): batch norm with the running statistics
+    updated when training ((1 - momentum) * running + momentum * batch, the variance unbiased) and returned
+    unchanged otherwise; the saved statistics are empty in inference, as on PyTorch's CPU."""
+    return _bn_train(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@register("normalization", samples=_legit_samples, torch="torch.ops.aten._native_batch_norm_legit",
+          grad=("input", "weight", "bias"),
+          notes="running statistics are not updated in place (_native_batch_norm_legit_functional returns them)")
+def _native_batch_norm_legit(input: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor,
+                             running_var: Tensor, training: bool, momentum: float, eps: float):
+    """(out, save_mean, save_invstd) of _native_batch_norm_legit_functional."""
+    return _bn_train(input, weight, bias, running_mean, running_var, training, momentum, eps)[:3]
+
+
+def _no_training_samples(dtype, shapes):
+    for s in _legit_samples(dtype, shapes):
+        x, w, b, rm, rv, training, momentum, eps = s.args
+        if not training:
+            yield Sample((x, w, b, rm, rv, momentum, eps), {}, s.note, s.grad)
+
+
+@register("normalization", samples=_no_training_samples,
+          torch="torch.ops.aten._native_batch_norm_legit_no_training", grad=("input", "weight", "bias"))
+def _native_batch_norm_legit_no_training(input: Tensor, weight: Tensor | None, bias: Tensor | None,
+                                         running_mean: Tensor, running_var: Tensor, momentum: float, eps: float):
+    """Batch norm in inference (the running statistics): (out, empty, empty), as on PyTorch's CPU."""
+    return _bn_train(input, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+
+
+def _bn_backward_samples(dtype, shapes):
+    """(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask) for
+    the forward's samples: the saved statistics of training ones, None in inference."""
+    for s in _native_bn_samples(dtype, shapes):
+        x, w, b, rm, rv, training, _, eps = s.args
+        if not training and rm is None:
+            continue
+        g = tensor(shapes, dtype, x.shape, "bnbg", low=-2.0, high=2.0)
+        sm = si = None
+        if training:
+            mean, invstd = _np_stats(x, (0,) + tuple(range(2, x.ndim)), eps)
+            sdt = rm.dtype if rm is not None else x.dtype
+            sm, si = cast(mean.reshape(-1), str(sdt)), cast(invstd.reshape(-1), str(sdt))
+        yield Sample((g, x, w, rm, rv, sm, si, training, eps, [True, w is not None, True]), {}, s.note, s.grad)
+    yield Sample((g, x, w, rm, rv, sm, si, training, eps, [False, w is not None, False]), {}, "grad_weight only")
+
+
+@register("normalization", samples=_bn_backward_samples, torch=_torch_masked("native_batch_norm_backward", 2, None))
+def native_batch_norm_backward(grad_out: Tensor, input: Tensor, weight: Tensor | None, running_mean: Tensor | None,
+                               running_var: Tensor | None, save_mean: Tensor | None, save_invstd: Tensor | None,
+                               train: bool, eps: float, output_mask):
+    """ATen's native_batch_norm_backward: (grad_input, grad_weight, grad_bias), from the saved batch statistics
+    when `train`, else from the running ones; an output output_mask leaves out (or grad_weight without a weight)
+    is an empty tensor."""
+    axes = (0,) + tuple(range(2, input.ndim))
+    x, g = _wide(input), _wide(grad_out)
+    if train:
+        mean, invstd = _wide(save_mean), _wide(save_invstd)
+    else:
+        mean, invstd = _wide(running_mean), xb.rsqrt(_wide(running_var) + eps)
+    x_hat = (x - _channel(mean, x.ndim)) * _channel(invstd, x.ndim)
+    dbias = g.sum(axis=axes)
+    dweight = (g * x_hat).sum(axis=axes)
+    scale = invstd if weight is None else invstd * _wide(weight)
+    if train:
+        m = input.size // input.shape[1]
+        dx = _channel(scale, x.ndim) * (g - _channel(dbias, x.ndim) * (1.0 / m) - x_hat * _channel(dweight, x.ndim)
+                                        * (1.0 / m))
+    else:
+        dx = g * _channel(scale, x.ndim)
+    wdt = input.dtype if weight is None else weight.dtype
+    return _masked(((dx.astype(input.dtype), input.dtype), (None if weight is None else dweight.astype(wdt), wdt),
+                    (dbias.astype(wdt), wdt)), output_mask)
+
+
 # ---- group norm -----------------------------------------------------------------------------------------
 
 def _spatial(x) -> int:
@@ -259,6 +458,40 @@ def native_group_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
     if input.shape[0] != N or input.shape[1] != C or input.size != N * C * HxW:
         raise ValueError(f"native_group_norm: N={N}, C={C}, HxW={HxW} do not describe input {input.shape}")
     return _group_norm(input, group, weight, bias, eps)
+
+
+def _gn_backward_samples(dtype, shapes):
+    """(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask) for native_group_norm's samples."""
+    for s in _native_gn_samples(dtype, shapes):
+        x, w, b, n, c, hw, groups, eps = s.args
+        if n == 0 or c // groups * hw <= 2:
+            continue            # groups of 1 or 2 elements: grad_input is exactly 0, only rounding noise to compare
+        mean, rstd = _np_stats(x.reshape(n, groups, -1), (2,), eps)
+        g = tensor(shapes, dtype, x.shape, "gnbg", low=-2.0, high=2.0)
+        yield Sample((g, x, cast(mean.reshape(n, groups), dtype), cast(rstd.reshape(n, groups), dtype), w, n, c, hw,
+                      groups, [True, w is not None, w is not None]), {}, s.note, s.grad)
+
+
+@register("normalization", samples=_gn_backward_samples, torch=_torch_masked("native_group_norm_backward", 4, None))
+def native_group_norm_backward(grad_out: Tensor, input: Tensor, mean: Tensor, rstd: Tensor, weight: Tensor | None,
+                               N: int, C: int, HxW: int, group: int, output_mask):
+    """ATen's native_group_norm_backward: (grad_input, grad_weight, grad_bias) from native_group_norm's mean and
+    rstd ([N, group]); an output output_mask leaves out is an empty tensor."""
+    if input.shape[0] != N or input.shape[1] != C or input.size != N * C * HxW:
+        raise ValueError(f"native_group_norm_backward: N={N}, C={C}, HxW={HxW} do not describe input {input.shape}")
+    shape = (N, group, C // group * HxW)
+    x, g = _wide(input).reshape(shape), _wide(grad_out)
+    x_hat = (x - _wide(mean).reshape((N, group, 1))) * _wide(rstd).reshape((N, group, 1))
+    gw = g if weight is None else g * _channel(_wide(weight), input.ndim)
+    gw = gw.reshape(shape)
+    dx = _wide(rstd).reshape((N, group, 1)) * (gw - gw.mean(axis=2, keepdims=True)
+                                               - x_hat * (gw * x_hat).mean(axis=2, keepdims=True))
+    per_channel = (N, C, HxW)
+    dweight = (g.reshape(per_channel) * x_hat.reshape(per_channel)).sum(axis=(0, 2))
+    dbias = g.reshape(per_channel).sum(axis=(0, 2))
+    wdt = input.dtype if weight is None else weight.dtype
+    return _masked(((dx.reshape(input.shape).astype(input.dtype), input.dtype), (dweight.astype(wdt), wdt),
+                    (dbias.astype(wdt), wdt)), output_mask)
 
 
 # ---- renorm, weight norm --------------------------------------------------------------------------------

@@ -154,6 +154,43 @@ def max_pool3d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, d
     return _max_pool("max_pool3d_with_indices", self, 3, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
+def _max_pool_backward(name, nd, grad_output, self, indices):
+    """grad_output added into zeros shaped like self at each output's flat index in its plane (windows that
+    overlap add up)."""
+    if tuple(indices.shape) != tuple(grad_output.shape):
+        raise ValueError(f"{name}: indices {tuple(indices.shape)} must be shaped like grad_output "
+                         f"{tuple(grad_output.shape)}")
+    lead = tuple(self.shape[:self.ndim - nd])
+    planes, plane = int(np.prod(lead)), int(np.prod(self.shape[self.ndim - nd:]))
+    base = (xb.arange(planes) * plane).reshape(lead + (1,) * nd)
+    target = (xb.clamp(indices.astype("int64"), 0, plane - 1) + base).reshape(-1)
+    flat = xb.zeros((planes * plane,), grad_output.dtype)
+    return xb.scatter_add(flat, target, grad_output.reshape(-1), axis=0).reshape(tuple(self.shape))
+
+
+def _torch_max_backward(nd: int):
+    def fn(torch, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+        return getattr(torch.ops.aten, f"max_pool{nd}d_with_indices_backward")(
+            grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+    fn.__name__ = fn.__qualname__ = f"torch.ops.aten.max_pool{nd}d_with_indices_backward"
+    return fn
+
+
+@register("pooling", samples=S.max_pool_backward_cases(2), torch=_torch_max_backward(2))
+def max_pool2d_with_indices_backward(grad_output: Tensor, self: Tensor, kernel_size, stride, padding, dilation,
+                                     ceil_mode: bool, indices: Tensor):
+    """The gradient of max_pool2d_with_indices: each output's gradient goes to the input position its index
+    names (h * W + w in its plane); the window arguments are those of the forward (only the indices matter)."""
+    return _max_pool_backward("max_pool2d_with_indices_backward", 2, grad_output, self, indices)
+
+
+@register("pooling", samples=S.max_pool_backward_cases(3), torch=_torch_max_backward(3))
+def max_pool3d_with_indices_backward(grad_output: Tensor, self: Tensor, kernel_size, stride, padding, dilation,
+                                     ceil_mode: bool, indices: Tensor):
+    """The gradient of max_pool3d_with_indices ((d * H + h) * W + w indices)."""
+    return _max_pool_backward("max_pool3d_with_indices_backward", 3, grad_output, self, indices)
+
+
 # ---- average pooling -------------------------------------------------------------------------------------
 
 @register("pooling", samples=S.pool_cases(1, "avg"), torch="torch.nn.functional.avg_pool1d", grad=True)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import xbench as xb
 from xbench import Tensor
 from xbench.ops import INTS, NoTorch, Sample
@@ -242,6 +244,27 @@ def native_dropout(input: Tensor, p: float, train: bool, seed: int = 0):
     """ATen's native_dropout: (output, mask); each element kept with probability 1 - p and scaled by
     1 / (1 - p); `seed` picks the mask."""
     return _dropout(input, p, train, seed)
+
+
+def _dropout_backward_samples(dtype, shapes):
+    """(grad_output, mask, scale): masks of kept elements (bool, as native_dropout returns them) at the forward's
+    scale 1 / (1 - p)."""
+    rng = shapes.rng("native_dropout_backward")
+    for shape in shapes.pointwise:
+        g = tensor(shapes, dtype, shape, "dob")
+        yield Sample((g, np.asarray(rng.random(shape) < 0.7), 1.0 / 0.7), note=f"{shape} p=0.3")
+    g = tensor(shapes, dtype, (16, 17), "dob2")
+    yield Sample((g, np.ones((16, 17), bool), 1.0), note="inference (every element kept, scale 1)")
+    if shapes.noncontig:
+        yield Sample((noncontig(g), noncontig(np.asarray(rng.random((16, 17)) < 0.5)), 2.0), note="non-contiguous")
+    if shapes.empty:
+        yield Sample((tensor(shapes, dtype, (0, 3), "doe"), np.zeros((0, 3), bool), 2.0), note="empty")
+
+
+@register("random", samples=_dropout_backward_samples, torch="torch.ops.aten.native_dropout_backward")
+def native_dropout_backward(grad_output: Tensor, mask: Tensor, scale: float):
+    """The gradient of native_dropout: grad_output * mask * scale (scale = 1 / (1 - p))."""
+    return (grad_output * mask.astype(grad_output.dtype) * scale).astype(grad_output.dtype)
 
 
 @register("random", samples=_dropout_samples(False), torch=NO_TORCH, grad=("input",))

@@ -304,6 +304,46 @@ def select(self: Tensor, dim: int, index: int):
     return self[(slice(None),) * d + (index,)]
 
 
+@register("shape", samples=S.select_backward_cases, torch="torch.ops.aten.select_backward", dtypes=ALL)
+def select_backward(grad_output: Tensor, input_sizes, dim: int, index: int):
+    """The gradient of select(input, dim, index): zeros of input_sizes with grad_output at `index` along dim."""
+    sizes = tuple(int(n) for n in input_sizes)
+    d = _dim(dim, len(sizes), "select_backward")
+    n = sizes[d]
+    if not -n <= index < n:
+        raise ValueError(f"select_backward: index {index} is out of range for dim {d} of size {n}")
+    i = index % n
+    widths = [(0, 0)] * len(sizes)
+    widths[d] = (i, n - 1 - i)
+    return xb.pad(xb.expand_dims(grad_output, d), widths)
+
+
+@register("shape", samples=S.slice_backward_cases, torch="torch.ops.aten.slice_backward", dtypes=ALL)
+def slice_backward(grad_output: Tensor, input_sizes, dim: int, start: int, end: int, step: int):
+    """The gradient of input[start:end:step] along dim: zeros of input_sizes with grad_output where the slice
+    read (start and end clamped as Python slices; end may be huge, as ATen's INT64_MAX)."""
+    sizes = tuple(int(n) for n in input_sizes)
+    d = _dim(dim, len(sizes), "slice_backward")
+    n = sizes[d]
+    positions = np.arange(n)[slice(start, end, step)]
+    if grad_output.shape[d] != len(positions):
+        raise ValueError(f"slice_backward: grad_output has {grad_output.shape[d]} entries along dim {d}, the slice "
+                         f"{len(positions)}")
+    if not len(positions):
+        return xb.zeros(sizes, grad_output.dtype)
+    if step == 1:
+        widths = [(0, 0)] * len(sizes)
+        widths[d] = (int(positions[0]), n - 1 - int(positions[-1]))
+        return xb.pad(grad_output, widths)
+    inside = np.zeros(n, bool)
+    inside[positions] = True
+    source = np.zeros(n, np.int64)
+    source[positions] = np.arange(len(positions))
+    picked = xb.gather(grad_output, source, axis=d)
+    return xb.where(xb.asarray(inside).reshape((n,) + (1,) * (len(sizes) - 1 - d)), picked, 0).astype(
+        grad_output.dtype)
+
+
 @register("shape", samples=S.unfold_cases, torch="torch.Tensor.unfold", grad=True, dtypes=ALL)
 def unfold(self: Tensor, dimension: int, size: int, step: int):
     """Windows of `size` every `step` along `dimension`: that dim becomes the window count and a last dim of

@@ -1,11 +1,13 @@
 """Softmax and log-softmax (category 4), numerically stable: the row maximum is subtracted first."""
 from __future__ import annotations
 
+import numpy as np
+
 import xbench as xb
 from xbench import Tensor
 from xbench.ops import Sample
 
-from ._samples import reduction, special
+from ._samples import cast, reduction, special, tensor
 from ._util import scalar, vector, wrap_dim
 
 register = xb.ops.register
@@ -89,6 +91,55 @@ def _log_softmax_op(self: Tensor, dim: int, half_to_float: bool):
     """ATen's _log_softmax(self, dim, half_to_float)."""
     x = self.astype("float32") if half_to_float and self.dtype == "float16" else self
     return _log_softmax(x, dim)
+
+
+def _np_softmax(x: np.ndarray, dim: int, log: bool) -> np.ndarray:
+    """softmax / log_softmax in float64 (a 0-d x counts as one element)."""
+    v = np.asarray(x, np.float64).reshape(x.shape or (1,))
+    with np.errstate(all="ignore"):
+        shifted = v - v.max(axis=dim, keepdims=True)
+        lse = np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+        out = shifted - lse if log else np.exp(shifted - lse)
+    return out.reshape(x.shape)
+
+
+def _backward_samples(log: bool):
+    """(grad_output, output, dim, input_dtype): the forward's samples with their (log-)softmax as output."""
+    def gen(dtype, shapes):
+        for s in _SAMPLES(dtype, shapes):
+            x, dim = s.args[0], s.kwargs["dim"]
+            g = tensor(shapes, dtype, x.shape, "smb", low=-2.0, high=2.0)
+            yield Sample((g, cast(_np_softmax(x, dim, log), dtype), dim, dtype), note=s.note, grad=s.grad)
+    return gen
+
+
+def _torch_backward_data(name: str):
+    def fn(torch, grad_output, output, dim, input_dtype):
+        return getattr(torch.ops.aten, name)(grad_output, output, dim, getattr(torch, input_dtype))
+    fn.__name__ = fn.__qualname__ = f"torch.ops.aten.{name}"
+    return fn
+
+
+def _opmath(x):
+    return x.astype("float32") if x.dtype in ("float16", "bfloat16") else x
+
+
+@register("softmax", samples=_backward_samples(False), torch=_torch_backward_data("_softmax_backward_data"))
+def _softmax_backward_data(grad_output: Tensor, output: Tensor, dim: int, input_dtype):
+    """softmax's backward from its output y: y * (grad_output - sum(grad_output * y, dim)), in input_dtype."""
+    def rows(g, d):
+        y = _opmath(output if output.ndim else output.reshape((1,)))
+        return y * (g - (g * y).sum(axis=d, keepdims=True))
+    return _along(rows, _opmath(grad_output), dim, "_softmax_backward_data").astype(input_dtype)
+
+
+@register("softmax", samples=_backward_samples(True), torch=_torch_backward_data("_log_softmax_backward_data"))
+def _log_softmax_backward_data(grad_output: Tensor, output: Tensor, dim: int, input_dtype):
+    """log_softmax's backward from its output y: grad_output - exp(y) * sum(grad_output, dim), in input_dtype."""
+    def rows(g, d):
+        y = _opmath(output if output.ndim else output.reshape((1,)))
+        return g - xb.exp(y) * g.sum(axis=d, keepdims=True)
+    return _along(rows, _opmath(grad_output), dim, "_log_softmax_backward_data").astype(input_dtype)
 
 
 def _safe_samples(dtype, shapes):

@@ -2,11 +2,13 @@
 float32; rounding functions return integers unchanged; predicates give bool."""
 from __future__ import annotations
 
+import numpy as np
+
 import xbench as xb
 from xbench import Tensor
 from xbench.ops import BOOL, FLOATS, INTS, Sample
 
-from ._samples import tensor, unary
+from ._samples import pointwise_backward, tensor, unary
 
 register = xb.ops.register
 NUM = FLOATS + INTS
@@ -58,6 +60,14 @@ _float_fn("erfinv", xb.erfinv, UNIT)
 def tanh(input: Tensor):
     """Hyperbolic tangent."""
     return xb.tanh(input)
+
+
+@register("unary", samples=pointwise_backward(-3.0, 3.0, of=np.tanh), torch="torch.ops.aten.tanh_backward")
+def tanh_backward(grad_output: Tensor, output: Tensor):
+    """grad_output * (1 - output**2), from tanh's output (in float32 for 16-bit inputs)."""
+    y = output.astype("float32") if output.dtype in ("float16", "bfloat16") else output
+    g = grad_output.astype(y.dtype)
+    return (g * (1.0 - y * y)).astype(output.dtype)
 
 
 @register("unary", aliases=("absolute",), samples=unary(avoid=(0.0,)), torch="torch.abs", grad=True,

@@ -21,6 +21,7 @@ from .core import (
     nary,
     noncontig,
     only_float,
+    pointwise_backward,
     reduction,
     special,
     tensor,
@@ -28,4 +29,4 @@ from .core import (
 )
 
 __all__ = ["BROADCAST_PAIRS", "SPECIAL_VALUES", "Gen", "binary", "cast", "chain", "custom", "nary", "noncontig",
-           "only_float", "reduction", "special", "tensor", "unary"]
+           "only_float", "pointwise_backward", "reduction", "special", "tensor", "unary"]

@@ -5,7 +5,7 @@ import numpy as np
 
 from xbench.ops import Sample, ShapeSet
 
-from .core import _tiny, custom
+from .core import _tiny, cast, custom
 
 
 def _qkv_shapes(shapes: ShapeSet):
@@ -95,3 +95,51 @@ def flash_mla_cases(T, shapes, dtype):
     for s_q in (1, 2):
         yield Sample((T((b, s_q, h_q, d), "q", s_q), table, k, pad, bs, b, s_q, lens, h_q, h_kv, d, dv, True),
                      note=f"s_q={s_q}")
+
+
+def _np_attention(q, k, v, scale, causal: bool, mask):
+    """(output, logsumexp) in float64, heads of k and v broadcast to q's."""
+    q, k, v = (np.asarray(t, np.float64) for t in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = s + np.asarray(mask, np.float64)
+    if causal:
+        L, S = s.shape[-2:]
+        s = np.where(np.arange(S)[None, :] <= np.arange(L)[:, None], s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - m)
+    lse = (np.log(e.sum(axis=-1, keepdims=True)) + m)[..., 0]
+    return (e / e.sum(axis=-1, keepdims=True)) @ v, lse
+
+
+def _cpu_flash_problems(T, shapes, key: str):
+    """(q, k, v, is_causal, attn_mask, scale) for _scaled_dot_product_flash_attention_for_cpu: plain, causal with
+    a scale, an additive float mask, a key/value head broadcast to every query head."""
+    for b, h, lq, lk, e in _qkv_shapes(shapes):
+        q, k, v = T((b, h, lq, e), key + "q"), T((b, h, lk, e), key + "k"), T((b, h, lk, e), key + "v")
+        yield q, k, v, False, None, None, f"{(b, h, lq, lk, e)}"
+        yield q, k, v, True, None, 0.25, f"{(b, h, lq, lk, e)} causal, scale 0.25"
+    if not _tiny(shapes):
+        b, h, lq, lk, e = _qkv_shapes(shapes)[-1]
+        q = T((b, h, lq, e), key + "q2")
+        k, v = T((b, h, lk, e), key + "k2"), T((b, h, lk, e), key + "v2")
+        yield q, k, v, False, T((b, 1, lq, lk), key + "mask"), None, "additive mask"
+        yield q, T((b, 1, lk, e), key + "k1"), T((b, 1, lk, e), key + "v1"), False, None, None, "one kv head"
+
+
+@custom
+def flash_cpu_cases(T, shapes, dtype):
+    """_scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, attn_mask, scale)."""
+    for q, k, v, causal, mask, scale, note in _cpu_flash_problems(T, shapes, ""):
+        yield Sample((q, k, v, 0.0, causal), dict(attn_mask=mask, scale=scale), note=note)
+
+
+@custom
+def flash_cpu_backward_cases(T, shapes, dtype):
+    """_scaled_dot_product_flash_attention_for_cpu_backward(grad_out, query, key, value, out, logsumexp,
+    dropout_p, is_causal, attn_mask, scale) with the forward's output and log-sum-exp."""
+    lse_dtype = "float64" if dtype == "float64" else "float32"
+    for q, k, v, causal, mask, scale, note in _cpu_flash_problems(T, shapes, "b"):
+        out, lse = _np_attention(q, k, v, 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale, causal, mask)
+        yield Sample((T(out.shape, "dout", note), q, k, v, cast(out, dtype), cast(lse, lse_dtype), 0.0, causal),
+                     dict(attn_mask=mask, scale=scale), note=note)

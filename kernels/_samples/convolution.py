@@ -76,3 +76,47 @@ def col2im_cases(T, shapes, dtype):
     n, c, h, w = _images(shapes)[-1]
     oh, ow = (h + 2 - 4 - 1) // 2 + 1, (w + 2 - 4 - 1) // 2 + 1
     yield Sample((T((n, c * 9, oh * ow), "x2"), (h, w), 3, 2, 1, 2), note="dilated, padded, strided")
+
+
+def _conv_out(i: int, k: int, s: int, p: int, d: int, transposed: bool, op: int) -> int:
+    return (i - 1) * s - 2 * p + d * (k - 1) + 1 + op if transposed else (i + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _aten_conv_problems(shapes):
+    """(input shape, weight shape, stride, padding, dilation, transposed, output_padding, groups): 2-D plain,
+    strided with a remainder, dilated and grouped, transposed with output_padding; 1-D and 3-D."""
+    n, c, h, w = _images(shapes)[-1]
+    yield (n, c, h, w), (4, c, 3, 3), 1, 1, 1, False, 0, 1
+    yield (n, 4, h, w), (4, 2, 3, 3), 2, 1, 1, True, 1, 2
+    if _tiny(shapes):
+        return
+    yield (n, c, h, w), (5, c, 3, 2), 2, 1, 1, False, 0, 1
+    yield (n, 4, h, w), (6, 2, 3, 3), 1, 2, 2, False, 0, 2
+    yield (n, c, w), (4, c, 3), 2, 0, 1, False, 0, 1
+    yield (1, 2, 3, 5, 4), (3, 2, 2, 2, 2), 1, 1, 1, False, 0, 1
+    yield (n, c, h, w), (c, 2, 2, 3), 3, 0, 2, True, 1, 1
+
+
+@custom
+def aten_conv_cases(T, shapes, dtype):
+    """convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)."""
+    for j, (xs, ws, st, pad, dil, tr, op, g) in enumerate(_aten_conv_problems(shapes)):
+        nd = len(xs) - 2
+        bias = T((ws[1] * g if tr else ws[0],), "b", j) if j % 2 == 0 else None
+        yield Sample((T(xs, "x", j), T(ws, "w", j), bias, (st,) * nd, (pad,) * nd, (dil,) * nd, tr, (op,) * nd, g),
+                     note=f"{'transposed ' if tr else ''}{xs} * {ws} s{st} p{pad} d{dil} op{op} g{g}")
+
+
+@custom
+def conv_backward_cases(T, shapes, dtype):
+    """convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask) over the convolution problems, with partial masks."""
+    masks = ([True, True, True], [True, True, False], [False, True, True])
+    for j, (xs, ws, st, pad, dil, tr, op, g) in enumerate(_aten_conv_problems(shapes)):
+        nd = len(xs) - 2
+        cout = ws[1] * g if tr else ws[0]
+        outs = tuple(_conv_out(i, k, st, pad, dil, tr, op) for i, k in zip(xs[2:], ws[2:]))
+        mask = masks[j % len(masks)]
+        yield Sample((T((xs[0], cout) + outs, "g", j), T(xs, "x", j), T(ws, "w", j), [cout] if mask[2] else None,
+                      (st,) * nd, (pad,) * nd, (dil,) * nd, tr, (op,) * nd, g, mask),
+                     note=f"{'transposed ' if tr else ''}{xs} * {ws} s{st} p{pad} d{dil} op{op} g{g} mask {mask}")

@@ -198,6 +198,37 @@ def only_float(g: Gen) -> Gen:
     return gen
 
 
+def pointwise_backward(low: float = -3.0, high: float = 3.0, *, avoid: Sequence[float] = (),
+                       of: Callable[[np.ndarray], np.ndarray] | None = None, kwargs: Sequence[dict] = ({},),
+                       special_values: bool = True, values: Sequence[float] = SPECIAL_VALUES) -> Gen:
+    """(grad_output, x) for the backward of an elementwise function: x uniform in [low, high) away from `avoid`,
+    or `of(x)` computed in float64 and rounded to the dtype for backwards that take the forward's output
+    (tanh_backward's `output`); over the pointwise shapes, a non-contiguous pair, an empty pair and special
+    values of x."""
+    def gen(dtype: str, shapes: ShapeSet) -> Iterable[Sample]:
+        def pair(shape, *key):
+            g = tensor(shapes, dtype, shape, "bwd-g", *key, low=-2.0, high=2.0)
+            x = tensor(shapes, "float64", shape, "bwd-x", *key, low=low, high=high, avoid=avoid)
+            return g, cast(of(x) if of is not None else x, dtype)
+        for j, kw in enumerate(kwargs):
+            for shape in shapes.pointwise if j == 0 else shapes.pointwise[-1:]:
+                yield Sample(pair(shape, j), dict(kw), note=f"{shape}")
+        kw = dict(kwargs[0])
+        if shapes.noncontig:
+            g, x = pair(_noncontig_shape(shapes), "nc")
+            yield Sample((noncontig(g), noncontig(x)), kw, note="non-contiguous")
+        if shapes.empty:
+            yield Sample(pair((0, 3)), kw, note="empty")
+        if shapes.special and special_values and is_float(dtype):
+            x = special(dtype, values=values)
+            if of is not None:
+                with np.errstate(all="ignore"):
+                    x = cast(of(x.astype(np.float64)), dtype)
+            yield Sample((tensor(shapes, dtype, x.shape, "bwd-gs", low=-2.0, high=2.0), x), kw,
+                         note="special values", grad=False)
+    return gen
+
+
 def custom(build: Callable) -> Gen:
     """A generator from `build(T, shapes, dtype)`, where `T(shape, *key, low=, high=, ints=)` draws a tensor of
     the dtype under test, deterministically (keyed by the builder's name and `key`)."""

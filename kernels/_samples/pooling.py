@@ -1,6 +1,9 @@
 """Samples for pooling and unpooling (pooling.py) over the shape set's images."""
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
 from xbench.ops import Sample
@@ -57,3 +60,47 @@ def max_unpool2d_cases(T, shapes, dtype):
         r, s = rng.integers(0, 2, (n, c, oh, ow)), rng.integers(0, 2, (n, c, oh, ow))
         idx = ((np.arange(oh)[:, None] * 2 + r) * w + (np.arange(ow)[None, :] * 2 + s)).astype(np.int64)
         yield Sample((T((n, c, oh, ow), "v"), idx, (h, w)), note=f"{(n, c, h, w)}")
+
+
+def _pool_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (math.ceil(span / s) if ceil_mode else span // s) + 1
+    return out - 1 if ceil_mode and (out - 1) * s >= n + p else out
+
+
+def _np_max_pool(x: np.ndarray, nd: int, k, s, p, d, ceil_mode: bool) -> np.ndarray:
+    """The int64 indices (flat in each plane) of a max pool's maxima, the first of equal ones, in numpy."""
+    spatial = x.shape[-nd:]
+    outs = [_pool_size(n, *a, ceil_mode) for n, *a in zip(spatial, k, s, p, d)]
+    best = np.full(x.shape[:-nd] + tuple(outs), -np.inf)
+    idx = np.zeros(best.shape, np.int64)
+    v = x.astype(np.float64)
+    for o in itertools.product(*(range(m) for m in outs)):
+        for t in itertools.product(*(range(m) for m in k)):
+            pos = [oi * si - pi + ti * di for oi, si, pi, ti, di in zip(o, s, p, t, d)]
+            if not all(0 <= q < n for q, n in zip(pos, spatial)):
+                continue
+            val = v[(Ellipsis,) + tuple(pos)]
+            at = (Ellipsis,) + o
+            better = val > best[at]
+            best[at] = np.where(better, val, best[at])
+            idx[at] = np.where(better, np.ravel_multi_index(pos, spatial), idx[at])
+    return idx
+
+
+def max_pool_backward_cases(nd: int) -> Gen:
+    """max_pool{nd}d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
+    indices) with the indices of the forward's maxima: overlapping windows send several gradients to one input."""
+    @custom
+    def pool_backward(T, shapes, dtype):
+        n, c, h, w = _images(shapes)[-1]
+        spatial = ((w,), (h, w), (3, h, w))[nd - 1]
+        x = T((n, c) + spatial, "x")
+        variants = [(2, 2, 0, 1, False), (3, 1, 1, 1, False), (3, 2, 1, 1, True), (2, 1, 0, 2, False)]
+        for k, st, pad, dil, ceil_mode in variants[:1] if _tiny(shapes) else variants:
+            args = [(v,) * nd for v in (k, st, pad, dil)]
+            idx = _np_max_pool(x, nd, *args, ceil_mode)
+            g = T(idx.shape, "g", k, st, pad, dil)
+            yield Sample((g, x, *args, ceil_mode, idx), note=f"k{k} s{st} p{pad} d{dil} ceil={ceil_mode}")
+    pool_backward.__name__ = f"max_pool{nd}d_backward_cases"
+    return pool_backward

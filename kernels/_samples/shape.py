@@ -260,3 +260,22 @@ def vstack_cases(T, shapes, dtype):
     """vstack: 1-D tensors become rows, 2-D join along dim 0."""
     yield Sample(([T((3,), "a"), T((3,), "b")],), note="1-D rows")
     yield Sample(([T((2, 3), "c"), T((1, 3), "d")],), note="2-D")
+
+
+@custom
+def select_backward_cases(T, shapes, dtype):
+    """select_backward(grad_output, input_sizes, dim, index): the gradients of select_cases' selects."""
+    sizes = (3, 4, 5) if _tiny(shapes) else (4, 6, 17)
+    yield Sample((T(sizes[1:], "g0"), sizes, 0, 1), note="dim 0")
+    yield Sample((T(sizes[:2], "g2"), sizes, -1, -2), note="dim -1, index -2")
+    yield Sample((T((), "g1"), (7,), 0, 6), note="to 1-D")
+
+
+@custom
+def slice_backward_cases(T, shapes, dtype):
+    """slice_backward(grad_output, input_sizes, dim, start, end, step), end ATen's INT64_MAX for open slices."""
+    sizes = (3, 4, 5) if _tiny(shapes) else (4, 6, 17)
+    yield Sample((T((sizes[0], 2, sizes[2]), "g1"), sizes, 1, 1, 3, 1), note="dim 1, 1:3")
+    yield Sample((T(sizes[:2] + (len(range(1, sizes[2], 3)),), "g2"), sizes, -1, 1, 2 ** 63 - 1, 3),
+                 note="dim -1, 1::3")
+    yield Sample((T((1,) + sizes[1:], "g3"), sizes, 0, -1, 2 ** 63 - 1, 1), note="negative start")

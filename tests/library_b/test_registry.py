@@ -53,7 +53,17 @@ def test_reference_matches_pytorch(name):
 TINY = SHAPES["tiny"]
 
 
-@pytest.mark.parametrize("name", OPS)
+# Defects found by an operator and named where they live: each such test must keep failing until its fix
+# (strict), and then its entry has to go.
+KNOWN_CPU = {
+    "_scaled_dot_product_flash_attention_for_cpu_backward":
+        "xbench/ir/lower.py names the first output buffer 'out', which ATen's input 'out' then shares: the first "
+        "gradient overwrites the input the others read",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_CPU[n]))
+                                  if n in KNOWN_CPU else n for n in OPS])
 def test_cpu_matches_reference(name):
     cell = check(name, "cpu", xb.ops.info(name).dtypes[0], TINY, limit=1)
     assert cell.status == "pass", f"{name}: {cell.reason} {cell.sample}"
