@@ -93,6 +93,10 @@ def cast(x, dtype) -> Tensor:
 def _promote_pair(a, b) -> str:
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
+        if (a.ndim == 0) != (b.ndim == 0):
+            # PyTorch: a 0-d tensor widens a dimensioned one only when its category is higher
+            dim, zero = (b, a) if a.ndim == 0 else (a, b)
+            return D.DType(dim.dtype) if D.category(zero.dtype) <= D.category(dim.dtype) else D.DType(zero.dtype)
         return D.promote(a.dtype, b.dtype)
     if ta:
         return D.promote_weak(a.dtype, b) if isinstance(b, _Scalar) else D.promote(a.dtype, asarray(b).dtype)
