@@ -147,7 +147,7 @@ from .tune import tune, tuning_db
 from .viz.roofline import roofline
 
 # the layers that import torch load on first use, so `import xbench` stays torch-free
-_LAZY = ("torch", "dist")
+_LAZY = ("torch", "dist", "compat")
 
 
 def __getattr__(name: str):

@@ -1,0 +1,1028 @@
+"""A symbolic interpreter of a CUDA kernel's Python body: it runs the body once for one thread whose coordinates
+are variables, and records what that thread computes, stores and synchronises.
+
+Why the syntax tree and not the bytecode, or running the function on proxies: a kernel's `if` on the thread
+index must take both branches (a proxy cannot: Python asks it for a bool), loops must be seen whole to be
+recognised as reductions (a proxy sees iterations one at a time), and every message must name the kernel's own
+line. The tree gives all three; numba's own bytecode is lower-level than what we recognise and changes between
+Python versions.
+
+Values the interpreter handles: symbolic numbers (`expr.Node`), references to the kernel's arrays, shared and
+local arrays, tuples, and the namespaces a kernel calls into (`cuda`, `math`, `numpy`, numba types). Control
+flow: `if` (both branches, merged with selects; early `return`, `continue` and `break` as conditions on which
+threads still run), `for ... in range(...)` (interpreted once with a loop variable when the loop is a reduction
+or a grid-stride loop, otherwise unrolled), `while` with a condition the same for every thread (unrolled).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import expr as E
+from .errors import LiftError, NotSymbolic
+from .memory import GlobalArray, Read, SharedArray, Write, commit, read_shared
+from .source import KernelSource
+
+UNROLL_MAX = 256          # iterations a loop may be unrolled into
+WHILE_MAX = 1024
+
+
+@dataclass(frozen=True)
+class ArrayRef:
+    """A kernel array argument, or a view of it with leading indices fixed (`A[i]` of a matrix)."""
+    name: str
+    prefix: tuple = ()
+
+
+@dataclass(frozen=True)
+class SharedRef:
+    name: str
+
+
+@dataclass(frozen=True)
+class LocalRef:
+    key: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Poison:
+    """A value the lifted operator cannot give (an atomic's old value, a variable after a loop whose last
+    iteration differs between threads): using it is an error."""
+    reason: str
+    line: int
+
+
+@dataclass
+class LoopCtx:
+    sym: E.Sym | None                      # the iteration variable of a loop interpreted once, else None
+    cont: E.Node = E.FALSE                 # threads that left this iteration (continue)
+    brk: E.Node = E.FALSE                  # threads that left the loop (break, or their last iteration)
+    shared_marks: dict = field(default_factory=dict)
+    stale_reads: set = field(default_factory=set)
+    carries: frozenset = frozenset()
+
+
+@dataclass
+class Frame:
+    src: KernelSource
+    env: dict
+    returns: list = field(default_factory=list)
+    loops: list = field(default_factory=list)
+
+
+@dataclass
+class State:
+    frames: list
+    live: E.Node
+    arrays: dict
+    shared: dict
+    local: dict
+    phase: int = 0
+
+    def clone(self) -> State:
+        frames = [Frame(f.src, dict(f.env), list(f.returns), list(f.loops)) for f in self.frames]
+        return State(frames, self.live, {k: a.clone() for k, a in self.arrays.items()},
+                     {k: s.clone() for k, s in self.shared.items()}, {k: dict(v) for k, v in self.local.items()},
+                     self.phase)
+
+
+class Threads:
+    """The launch as the interpreter sees it: per axis (x, y, z) a global coordinate variable, block and grid."""
+
+    def __init__(self, block: tuple[int, ...], grid: tuple[int, ...]):
+        self.block, self.grid = tuple(block), tuple(grid)
+        self.syms = [E.Sym("xyz"[d], "thread", b * g, axis=d, block=b) for d, (b, g) in enumerate(zip(block, grid))]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.block)
+
+    def g(self, d: int) -> E.Node:
+        return self.syms[d] if d < self.ndim else E.ZERO
+
+    def local(self, d: int) -> E.Node:
+        return E.mod_c(self.syms[d], self.block[d]) if d < self.ndim else E.ZERO
+
+    def block_index(self, d: int) -> E.Node:
+        return E.floordiv_c(self.syms[d], self.block[d]) if d < self.ndim else E.ZERO
+
+    def local_coords(self) -> list:
+        return [(self.local(d), self.block[d], self.syms[d]) for d in range(self.ndim)]
+
+
+class Interp:
+    """Interprets `spec.kernel` for one symbolic thread (see `lift.Specialization` for `spec`)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.kernel: KernelSource = spec.kernel
+        self.threads: Threads = spec.threads
+        arrays = {n: GlobalArray(n, a.dtype, a.shape, a, a) for n, a in spec.sources.items()}
+        env = {}
+        for p in self.kernel.params:
+            env[p] = ArrayRef(p) if p in spec.sources else spec.scalars[p]
+        self.st = State([Frame(self.kernel, env)], E.TRUE, arrays, {}, {})
+        self.calls: list = [self.kernel.py]
+        self._local_ids = 0
+        self.line = self.kernel.tree.lineno
+        self.assign_target: str | None = None
+        from .calls import Calls
+        self.calls_impl = Calls(self)
+
+    # ---- entry ---------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, GlobalArray]:
+        try:
+            self.block(self.kernel.tree.body)
+            for a in self.st.arrays.values():
+                commit(a, self.spec.init_of(a.name), self.kernel)
+        except E.ExpressionTooLarge:
+            raise LiftError("the kernel unrolls into an expression too large to lift (more than "
+                            f"{E.Budget.limit} terms)", self.line, self.kernel, construct="unrolled loop",
+                            hint="loops that combine values across threads step by step (tree reductions in shared "
+                                 "memory) are not lifted: write the reduction as a loop in one thread, or use "
+                                 "xb.sum") from None
+        return self.st.arrays
+
+    @property
+    def frame(self) -> Frame:
+        return self.st.frames[-1]
+
+    @property
+    def live(self) -> E.Node:
+        return self.st.live
+
+    @live.setter
+    def live(self, v: E.Node) -> None:
+        self.st.live = v
+
+    def err(self, message: str, node: ast.AST | int | None = None, construct: str = "", hint: str | None = None):
+        line = node if isinstance(node, int) else getattr(node, "lineno", self.line)
+        return LiftError(message, line, self.frame.src, construct=construct, hint=hint)
+
+    def ranges(self) -> dict:
+        return E.refine({}, self.live)
+
+    def decide(self, c: E.Node) -> bool | None:
+        return E.decide(c, self.ranges())
+
+    # ---- statements ----------------------------------------------------------------------------------------
+    def block(self, stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if self.live is E.FALSE:
+                return
+            self.line = s.lineno
+            self.stmt(s)
+
+    def stmt(self, s: ast.stmt) -> None:
+        m = getattr(self, "s_" + type(s).__name__, None)
+        if m is None:
+            raise self.err(f"`{type(s).__name__}` statements are not supported in kernels", s,
+                           construct=type(s).__name__.lower())
+        m(s)
+
+    def s_Expr(self, s: ast.Expr) -> None:
+        if isinstance(s.value, ast.Constant):
+            return                                          # a docstring
+        self.ev(s.value)
+
+    def s_Pass(self, s) -> None:
+        pass
+
+    def s_Assert(self, s) -> None:
+        pass                                                # numba drops asserts in kernels unless debugging
+
+    def s_Assign(self, s: ast.Assign) -> None:
+        self.assign_target = s.targets[0].id if len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) else None
+        try:
+            v = self.ev(s.value)
+        finally:
+            self.assign_target = None
+        for t in s.targets:
+            self.assign(t, v, s)
+
+    def s_AnnAssign(self, s: ast.AnnAssign) -> None:
+        if s.value is not None:
+            self.assign(s.target, self.ev(s.value), s)
+
+    def s_AugAssign(self, s: ast.AugAssign) -> None:
+        op = _BINOPS.get(type(s.op))
+        if op is None:
+            raise self.err(f"the operator {type(s.op).__name__} is not supported", s, construct="operator")
+        if isinstance(s.target, ast.Name):
+            cur = self.name(s.target.id, s.target)
+            self.assign(s.target, self.binop(op, cur, self.ev(s.value), s), s)
+        elif isinstance(s.target, ast.Subscript):
+            base = self.ev(s.target.value)
+            idx = self.ev_index(s.target.slice)
+            cur = self.subscript(base, idx, s.target)
+            self.store(base, idx, self.binop(op, cur, self.ev(s.value), s), s.target)
+        else:
+            raise self.err("augmented assignment to this target is not supported", s, construct="assignment")
+
+    def assign(self, t: ast.expr, v: Any, s: ast.stmt) -> None:
+        if isinstance(t, ast.Name):
+            self.set_name(t.id, v)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            if not isinstance(v, tuple) or len(v) != len(t.elts):
+                raise self.err(f"cannot unpack {v!r} into {len(t.elts)} names", s, construct="unpacking")
+            for tt, vv in zip(t.elts, v):
+                self.assign(tt, vv, s)
+        elif isinstance(t, ast.Subscript):
+            self.store(self.ev(t.value), self.ev_index(t.slice), v, t)
+        else:
+            raise self.err(f"assigning to {ast.unparse(t)} is not supported", s, construct="assignment")
+
+    def set_name(self, name: str, v: Any) -> None:
+        env = self.frame.env
+        guard = E.FALSE
+        for lc in self.frame.loops:
+            guard = E.lor(guard, E.lor(lc.cont, lc.brk))
+        if guard is not E.FALSE and name in env and isinstance(v, (E.Node, int, float, bool)):
+            old = env[name]
+            if isinstance(old, (E.Node, int, float, bool)):
+                v = E.select(guard, E.wrap(old), E.wrap(v))
+        env[name] = v
+
+    def s_If(self, s: ast.If) -> None:
+        c = self.cond(s.test)
+        d = self.decide(c)
+        if d is True:
+            self.block(s.body)
+            return
+        if d is False:
+            self.block(s.orelse)
+            return
+        self.branch(c, s.body, s.orelse)
+
+    def branch(self, c: E.Node, body, orelse) -> None:
+        live0 = self.live
+        env0 = dict(self.frame.env)
+        self.live = E.land(live0, c)
+        self.block(body)
+        live1, env1 = self.live, self.frame.env
+        self.frame.env = dict(env0)
+        self.live = E.land(live0, E.lnot(c))
+        self.block(orelse)
+        live2, env2 = self.live, self.frame.env
+        if live1 is E.land(live0, c) and live2 is E.land(live0, E.lnot(c)):
+            self.live = live0                         # neither branch left early
+        else:
+            self.live = E.lor(live1, live2)
+        self.frame.env = self.merge(c, env1, env2)
+
+    def merge(self, c: E.Node, a: dict, b: dict) -> dict:
+        out = {}
+        for k in set(a) | set(b):
+            if k not in a or k not in b:
+                out[k] = Poison(f"`{k}` is assigned on only one side of a condition", self.line)
+                continue
+            va, vb = a[k], b[k]
+            if va is vb or _same(va, vb):
+                out[k] = va
+            elif isinstance(va, Poison) or isinstance(vb, Poison):
+                out[k] = va if isinstance(va, Poison) else vb
+            elif isinstance(va, (E.Node, int, float, bool, np.generic)) and \
+                    isinstance(vb, (E.Node, int, float, bool, np.generic)):
+                out[k] = E.select(c, E.wrap(va), E.wrap(vb))
+            elif isinstance(va, tuple) and isinstance(vb, tuple) and len(va) == len(vb):
+                out[k] = tuple(E.select(c, E.wrap(x), E.wrap(y)) if not _same(x, y) else x for x, y in zip(va, vb))
+            else:
+                out[k] = Poison(f"`{k}` refers to different arrays depending on the thread or the data", self.line)
+        return out
+
+    def s_Return(self, s: ast.Return) -> None:
+        v = self.ev(s.value) if s.value is not None else None
+        if len(self.st.frames) == 1 and v is not None:
+            raise self.err("a kernel cannot return a value", s, construct="return value")
+        self.frame.returns.append((self.live, v))
+        self.live = E.FALSE
+
+    def s_Continue(self, s) -> None:
+        lc = self._loop(s)
+        lc.cont = E.lor(lc.cont, self.live)
+        self.live = E.FALSE
+
+    def s_Break(self, s) -> None:
+        lc = self._loop(s)
+        if lc.sym is not None:
+            raise NotSymbolic("break")
+        lc.brk = E.lor(lc.brk, self.live)
+        self.live = E.FALSE
+
+    def _loop(self, s) -> LoopCtx:
+        if not self.frame.loops:
+            raise self.err("`continue`/`break` outside a loop", s, construct="control flow")
+        return self.frame.loops[-1]
+
+    def s_Raise(self, s) -> None:
+        raise self.err("kernels cannot raise exceptions", s, construct="raise")
+
+    def s_While(self, s: ast.While) -> None:
+        if s.orelse:
+            raise self.err("while ... else is not supported", s, construct="while-else")
+        lc = LoopCtx(None)
+        self.frame.loops.append(lc)
+        live_in = self.live
+        for _ in range(WHILE_MAX):
+            c = self.cond(s.test)
+            d = self.decide(c)
+            if d is False or self.live is E.FALSE:
+                break
+            if d is None:
+                raise self.err(f"the condition of this while loop ({ast.unparse(s.test)}) differs between threads "
+                               "or depends on the data", s, construct="data-dependent while loop",
+                               hint="write the loop as for ... in range(...) with a bound the same for every thread")
+            self.block(s.body)
+            self.live = E.lor(self.live, lc.cont)
+            lc.cont = E.FALSE
+        else:
+            raise self.err(f"this while loop runs more than {WHILE_MAX} iterations", s, construct="long while loop")
+        self.frame.loops.pop()
+        self.live = E.land(live_in, E.lor(self.live, lc.brk)) if lc.brk is not E.FALSE else self.live
+
+    # ---- for loops -----------------------------------------------------------------------------------------
+    def s_For(self, s: ast.For) -> None:
+        if s.orelse:
+            raise self.err("for ... else is not supported", s, construct="for-else")
+        it = s.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and \
+                it.func.id not in self.frame.env:
+            args = [self.ev(a) for a in it.args]
+            if not 1 <= len(args) <= 3 or it.keywords:
+                raise self.err("range() takes 1 to 3 positional arguments", s, construct="range")
+            args = [self.num(a, s) for a in args]
+            start, stop, step = (E.ZERO, args[0], E.ONE) if len(args) == 1 else \
+                (args[0], args[1], E.ONE) if len(args) == 2 else tuple(args)
+            self.range_loop(s, start, stop, step)
+            return
+        v = self.ev(it)
+        if isinstance(v, tuple):
+            self.unroll_items(s, v)
+            return
+        raise self.err(f"a loop over {ast.unparse(it)} is not supported: loop over range(...)", s,
+                       construct="for loop over a non-range")
+
+    def unroll_items(self, s: ast.For, items: tuple) -> None:
+        lc = LoopCtx(None)
+        self.frame.loops.append(lc)
+        for item in items:
+            self.assign(s.target, item, s)
+            self.block(s.body)
+            self.live = E.lor(self.live, lc.cont)
+            lc.cont = E.FALSE
+        self.frame.loops.pop()
+        self.live = E.lor(self.live, lc.brk)
+
+    def range_loop(self, s: ast.For, start: E.Node, stop: E.Node, step: E.Node) -> None:
+        st = E.try_concrete(step)
+        if st is None or st == 0:
+            raise self.err(f"the step of this loop ({ast.unparse(s.iter)}) must be a nonzero constant", s,
+                           construct="loop step")
+        a, b = E.try_concrete(start), E.try_concrete(stop)
+        if a is not None and b is not None:
+            trips = len(range(a, b, st))
+            uniform = True
+        else:
+            lo_a, hi_a = E.bounds(start, self.ranges())
+            lo_b, hi_b = E.bounds(stop, self.ranges())
+            if st > 0:
+                if lo_a is None or hi_b is None:
+                    raise self.err(f"the bounds of this loop ({ast.unparse(s.iter)}) depend on the data", s,
+                                   construct="data-dependent loop bound")
+                trips = max(0, -((lo_a - hi_b) // st))
+            else:
+                if hi_a is None or lo_b is None:
+                    raise self.err(f"the bounds of this loop ({ast.unparse(s.iter)}) depend on the data", s,
+                                   construct="data-dependent loop bound")
+                trips = max(0, -((hi_a - lo_b) // -st))
+            uniform = False
+
+        def guard(t):
+            if uniform:
+                return E.TRUE
+            return E.compare("lt", t, stop) if st > 0 else E.compare("gt", t, stop)
+
+        if trips == 0:
+            return
+        extent_expr = E.sub(stop, start) if uniform and st == 1 else None
+        target = s.target
+        if not isinstance(target, ast.Name):
+            raise self.err("the loop variable must be a name", s, construct="loop target")
+        if trips > 1 and not _has_grid_sync(s) and not _has_return(s):
+            saved = self.st.clone()
+            try:
+                self.symbolic_loop(s, target.id, start, st, trips, guard, uniform, extent_expr)
+                return
+            except NotSymbolic as ns:
+                self.st = saved
+                why = ns.reason
+        else:
+            why = ("it synchronises the whole grid" if _has_grid_sync(s) else "it returns from inside the loop") \
+                if trips > 1 else ""
+        if trips > UNROLL_MAX:
+            raise self.err(f"this loop ({trips} iterations) cannot be lifted as a whole ({why}) and is too long to "
+                           "unroll", s, construct="loop", hint="accumulate with +=, *=, max or min in the loop, or "
+                           "make the loop a grid-stride loop over elements")
+        self.unrolled_loop(s, target.id, start, st, trips, guard, uniform)
+
+    def unrolled_loop(self, s, name, start, st, trips, guard, uniform) -> None:
+        lc = LoopCtx(None)
+        self.frame.loops.append(lc)
+        for n in range(trips):
+            t = E.add(start, E.const(n * st))
+            g = guard(t)
+            if not uniform:
+                lc.brk = E.lor(lc.brk, E.land(self.live, E.lnot(g)))
+                self.live = E.land(self.live, g)
+            self.set_name(name, t)
+            self.block(s.body)
+            self.live = E.lor(self.live, lc.cont)
+            lc.cont = E.FALSE
+            if self.live is E.FALSE:
+                break
+        self.frame.loops.pop()
+        self.live = E.lor(self.live, lc.brk)
+
+    def symbolic_loop(self, s, name, start, st, trips, guard, uniform, extent_expr) -> None:
+        """Interpret the body once with the iteration `k` a variable; loop-carried locals must be reductions
+        (+=, -=, *=, max, min) or values of the last iteration."""
+        env0 = self.frame.env
+        assigned = _assigned_names(s.body) | {name}
+        carried = [n for n in sorted(assigned) if n in env0 and n != name]
+        dt = {n: (E.wrap(env0[n]).dtype, E.wrap(env0[n]).weak) for n in carried
+              if isinstance(env0[n], (E.Node, int, float, bool, np.generic))}
+        base = self.st.clone()
+        k = E.Sym(name, "loop", trips, extent_expr)
+        t = E.add(start, E.mul(k, E.const(st)))
+        for _attempt in range(3):
+            self.st = base.clone()
+            env = self.frame.env
+            holders = {}
+            for n in carried:
+                if n in dt:
+                    h = E.Sym(n, "carry", 0, dtype=dt[n][0])
+                    h.weak = dt[n][1]
+                    holders[n] = h
+                    env[n] = h
+            lc = LoopCtx(k, shared_marks={nm: len(sh.writes) for nm, sh in self.st.shared.items()},
+                         carries=frozenset(holders.values()))
+            self.frame.loops.append(lc)
+            live0 = self.live
+            g = guard(t)
+            self.live = E.land(live0, g)
+            n_writes = {nm: len(a.pending) for nm, a in self.st.arrays.items()}
+            self.set_name(name, t)
+            self.block(s.body)
+            self.frame.loops.pop()
+            new_env = self.frame.env
+            changed = {n: (new_env[n].dtype, new_env[n].weak) for n, h in holders.items()
+                       if isinstance(new_env.get(n), E.Node) and new_env[n].dtype != h.dtype}
+            if not changed:
+                break
+            dt.update(changed)
+        else:
+            raise NotSymbolic("the type of a loop-carried value does not settle")
+        after_live = E.lor(self.live, lc.cont)
+        carry_syms = set(holders.values())
+        if after_live.free & carry_syms:
+            raise NotSymbolic("which threads run on depends on a loop-carried value")
+        for nm, a in self.st.arrays.items():
+            for w in a.pending[n_writes.get(nm, 0):]:
+                if (w.value.free | w.cond.free | _free_idx(w.idx)) & carry_syms:
+                    raise NotSymbolic("it stores a running value")
+        for nm, sh in self.st.shared.items():
+            mark = lc.shared_marks.get(nm, 0)
+            if len(sh.writes) > mark and nm in lc.stale_reads:
+                raise NotSymbolic(f"it reads shared memory {nm} written in an earlier iteration")
+            for w in sh.writes[mark:]:
+                if (w.value.free | w.cond.free) & carry_syms:
+                    raise NotSymbolic("it stores a running value in shared memory")
+        out_env = dict(env0)
+        last = {k: E.const(trips - 1)} if uniform else None
+        for n in assigned:
+            v = new_env.get(n)
+            h = holders.get(n)
+            if h is not None:
+                init = E.wrap(env0[n])
+                nv = E.wrap(v) if not isinstance(v, Poison) else None
+                if nv is None:
+                    out_env[n] = v
+                    continue
+                if not uniform:
+                    nv = E.select(g, nv, h)
+                res = _accumulate(nv, h, k, init, carry_syms)
+                if res is None:
+                    if h not in nv.free and not (nv.free & carry_syms) and last is not None:
+                        res = E.subst(nv, last)
+                    else:
+                        raise NotSymbolic(f"`{n}` depends on its previous value in a way xbench does not lift "
+                                          "(only +=, -=, *=, max and min)")
+                out_env[n] = res
+            elif isinstance(v, E.Node):
+                if v.free & carry_syms:
+                    raise NotSymbolic(f"`{n}` depends on a loop-carried value")
+                out_env[n] = E.subst(v, last) if last is not None else \
+                    Poison(f"`{n}` after the loop at line {self.frame.src.lineno(s.lineno)}: its last iteration "
+                           "differs between threads", s.lineno)
+            elif v is not None and n not in env0:
+                out_env[n] = v
+            elif n in env0 and not _same(v, env0[n]):
+                raise NotSymbolic(f"`{n}` changes kind inside the loop")
+        self.frame.env = out_env
+        self.live = live0 if lc.brk is E.FALSE else E.lor(after_live, lc.brk)
+        # shared writes made in the loop are, after it, those of its last iteration
+        for nm, sh in self.st.shared.items():
+            mark = lc.shared_marks.get(nm, len(sh.writes))
+            if len(sh.writes) > mark:
+                if last is None:
+                    raise NotSymbolic("shared memory written in a loop whose last iteration differs between threads")
+                sh.writes[mark:] = [Write(tuple(E.subst(i, last) for i in w.idx), E.subst(w.value, last),
+                                          E.subst(w.cond, last), w.line, w.op, w.coords, w.phase)
+                                    for w in sh.writes[mark:]]
+
+    # ---- expressions -------------------------------------------------------------------------------------
+    def ev(self, n: ast.expr) -> Any:
+        m = getattr(self, "e_" + type(n).__name__, None)
+        if m is None:
+            raise self.err(f"`{ast.unparse(n)}` ({type(n).__name__}) is not supported in kernels", n,
+                           construct=type(n).__name__)
+        return m(n)
+
+    def e_Constant(self, n: ast.Constant):
+        return n.value
+
+    def e_Name(self, n: ast.Name):
+        return self.name(n.id, n)
+
+    def name(self, ident: str, n) -> Any:
+        env = self.frame.env
+        if ident in env:
+            v = env[ident]
+        else:
+            try:
+                v = self.calls_impl.lift(self.frame.src.resolve(ident))
+            except KeyError:
+                raise self.err(f"name `{ident}` is not defined", n, construct="name") from None
+        if isinstance(v, Poison):
+            raise self.err(v.reason, n, construct="undefined value")
+        return v
+
+    def e_Tuple(self, n: ast.Tuple):
+        return tuple(self.ev(e) for e in n.elts)
+
+    e_List = e_Tuple
+
+    def e_BinOp(self, n: ast.BinOp):
+        op = _BINOPS.get(type(n.op))
+        if op is None:
+            raise self.err(f"the operator in `{ast.unparse(n)}` is not supported", n, construct="operator")
+        return self.binop(op, self.ev(n.left), self.ev(n.right), n)
+
+    def binop(self, op: str, a, b, n):
+        if isinstance(a, tuple) and isinstance(b, tuple) and op == "add":
+            return a + b
+        a, b = self.num(a, n), self.num(b, n)
+        if op in ("bitand", "bitor", "bitxor") and a.dtype == "bool" and b.dtype == "bool":
+            return E.logical({"bitand": "and", "bitor": "or", "bitxor": "xor"}[op], a, b)
+        if op in ("floordiv", "mod") and E.is_int(a.dtype) and E.is_int(b.dtype):
+            bv = E.try_concrete(b)
+            if bv == 0:
+                raise self.err(f"integer division by zero in `{ast.unparse(n)}`", n, construct="division by zero")
+        return E.binary(op, a, b)
+
+    def e_UnaryOp(self, n: ast.UnaryOp):
+        v = self.num(self.ev(n.operand), n)
+        if isinstance(n.op, ast.USub):
+            return E.neg(v)
+        if isinstance(n.op, ast.UAdd):
+            return v
+        if isinstance(n.op, ast.Not):
+            return E.lnot(v)
+        if isinstance(n.op, ast.Invert):
+            return E.lnot(v) if v.dtype == "bool" else E.unary("invert", v)
+        raise self.err("unsupported unary operator", n, construct="operator")
+
+    def e_BoolOp(self, n: ast.BoolOp):
+        is_and = isinstance(n.op, ast.And)
+        live0 = self.live
+        out = E.TRUE if is_and else E.FALSE
+        for v in n.values:
+            c = self.cond(v)
+            out = E.land(out, c) if is_and else E.lor(out, c)
+            self.live = E.land(live0, out) if is_and else E.land(live0, E.lnot(out))
+        self.live = live0
+        return out
+
+    def e_Compare(self, n: ast.Compare):
+        left = self.ev(n.left)
+        out = E.TRUE
+        for op, right_n in zip(n.ops, n.comparators):
+            right = self.ev(right_n)
+            name = _CMPOPS.get(type(op))
+            if name is None:
+                if isinstance(op, (ast.Is, ast.IsNot)) and (left is None or right is None):
+                    same = left is right
+                    out = E.land(out, E.const(same if isinstance(op, ast.Is) else not same))
+                    left = right
+                    continue
+                raise self.err(f"the comparison in `{ast.unparse(n)}` is not supported", n, construct="comparison")
+            out = E.land(out, E.compare(name, self.num(left, n), self.num(right, n)))
+            left = right
+        return out
+
+    def e_IfExp(self, n: ast.IfExp):
+        c = self.cond(n.test)
+        d = self.decide(c)
+        if d is True:
+            return self.ev(n.body)
+        if d is False:
+            return self.ev(n.orelse)
+        live0 = self.live
+        self.live = E.land(live0, c)
+        a = self.num(self.ev(n.body), n)
+        self.live = E.land(live0, E.lnot(c))
+        b = self.num(self.ev(n.orelse), n)
+        self.live = live0
+        return E.select(c, a, b)
+
+    def e_Attribute(self, n: ast.Attribute):
+        return self.calls_impl.attribute(self.ev(n.value), n.attr, n)
+
+    def e_Call(self, n: ast.Call):
+        f = self.ev(n.func)
+        args = []
+        for a in n.args:
+            if isinstance(a, ast.Starred):
+                v = self.ev(a.value)
+                if not isinstance(v, tuple):
+                    raise self.err("only tuples can be unpacked into a call", n, construct="call")
+                args.extend(v)
+            else:
+                args.append(self.ev(a))
+        kwargs = {k.arg: self.ev(k.value) for k in n.keywords}
+        return self.calls_impl.call(f, args, kwargs, n)
+
+    def e_Subscript(self, n: ast.Subscript):
+        return self.subscript(self.ev(n.value), self.ev_index(n.slice), n)
+
+    def ev_index(self, s: ast.expr):
+        if isinstance(s, ast.Slice):
+            raise self.err(f"slices ({ast.unparse(s)}) are not supported in kernels: index elements", s,
+                           construct="slice")
+        v = self.ev(s)
+        return v if isinstance(v, tuple) else (v,)
+
+    # ---- values ------------------------------------------------------------------------------------------
+    def num(self, v, n) -> E.Node:
+        if isinstance(v, E.Node):
+            return v
+        if isinstance(v, (bool, int, float, np.generic)):
+            return E.const(v)
+        if isinstance(v, Poison):
+            raise self.err(v.reason, n, construct="undefined value")
+        raise self.err(f"`{ast.unparse(n) if isinstance(n, ast.AST) else n}` is not a number here", n,
+                       construct="value")
+
+    def cond(self, n: ast.expr) -> E.Node:
+        v = self.ev(n)
+        if isinstance(v, tuple):
+            return E.const(bool(v))
+        if v is None:
+            return E.FALSE
+        return E.as_bool(self.num(v, n))
+
+    def index(self, idx: tuple, n) -> tuple[E.Node, ...]:
+        out = []
+        for i in idx:
+            v = self.num(i, n)
+            if E.is_float(v.dtype) or v.dtype == "bool":
+                raise self.err(f"an index of `{ast.unparse(n)}` is {v.dtype}: indices must be integers", n,
+                               construct="index type")
+            if isinstance(v, E.Sym) and v.sym_kind == "carry":
+                raise NotSymbolic("it indexes with a loop-carried value")
+            if v.free & self._carries():
+                raise NotSymbolic("it indexes with a loop-carried value")
+            out.append(v)
+        return tuple(out)
+
+    def _carries(self) -> frozenset:
+        out: frozenset = frozenset()
+        for f in self.st.frames:
+            for lc in f.loops:
+                out |= lc.carries
+        return out
+
+    def subscript(self, base, idx: tuple, n):
+        if isinstance(base, ArrayRef):
+            return self.load_global(base, idx, n)
+        if isinstance(base, SharedRef):
+            sh = self.st.shared[base.name]
+            ix = self.index(idx, n)
+            self.check_bounds(sh.name, ix, sh.shape, n, load=True, neg_ok=True)
+            v, first = read_shared(sh, ix, self.st.phase, self.threads.local_coords(), n.lineno, self.frame.src)
+            for lc in self.frame.loops:
+                if lc.sym is not None and first < lc.shared_marks.get(sh.name, len(sh.writes)):
+                    lc.stale_reads.add(sh.name)
+            return v
+        if isinstance(base, LocalRef):
+            return self.local_read(base, idx, n)
+        if isinstance(base, tuple):
+            if len(idx) != 1:
+                raise self.err("a tuple takes one index", n, construct="tuple index")
+            k = E.try_concrete(self.num(idx[0], n))
+            if k is None:
+                raise self.err(f"`{ast.unparse(n)}` indexes a tuple with a value that differs between threads", n,
+                               construct="tuple index")
+            return base[k]
+        raise self.err(f"`{ast.unparse(n)}`: cannot index {type(base).__name__}", n, construct="index")
+
+    def load_global(self, ref: ArrayRef, idx: tuple, n):
+        arr: GlobalArray = self.st.arrays[ref.name]
+        full = ref.prefix + tuple(idx)
+        if len(full) < len(arr.shape):
+            return ArrayRef(ref.name, full)
+        ix = self.index(full, n)
+        if len(ix) > len(arr.shape):
+            raise self.err(f"{ref.name} has {len(arr.shape)} dims but `{ast.unparse(n)}` indexes {len(ix)}", n,
+                           construct="index")
+        neg = self.check_bounds(ref.name, ix, arr.current.sizes, n, load=True)
+        text = ast.unparse(n)
+        arr.reads.append(Read(ix, n.lineno))
+        for w in reversed(arr.pending):
+            if w.op == "store" and tuple(w.idx) == ix:
+                base = self._version_load(arr, ix, n, neg)
+                return E.select(w.cond, w.value, base)
+        del text
+        return self._version_load(arr, ix, n, neg)
+
+    def _version_load(self, arr: GlobalArray, ix, n, neg) -> E.Node:
+        src = arr.current
+        if src is arr.v0:
+            init = self.spec.init_of(arr.name)
+            if init is not None:
+                return E.cast(E.const(init), arr.dtype)
+            arr.read_v0 = True
+        node = E.load(src, ix, n.lineno)
+        if neg:
+            self.spec.negative_loads.add(node)
+        return node
+
+    def store(self, base, idx: tuple, v, n) -> None:
+        if isinstance(base, ArrayRef):
+            arr: GlobalArray = self.st.arrays[base.name]
+            if base.name not in self.spec.outs:
+                raise self.err(f"the kernel writes {base.name}, which is not one of its outputs (out="
+                               f"{self.spec.out_text})", n, construct="store to an input",
+                               hint=f"list it: out=({', '.join(repr(o) for o in self.spec.outs + [base.name])})")
+            full = base.prefix + tuple(idx)
+            ix = self.index(full, n)
+            if len(ix) != len(arr.shape):
+                raise self.err(f"{base.name} has {len(arr.shape)} dims but `{ast.unparse(n)}` indexes {len(ix)}", n,
+                               construct="index")
+            self.check_bounds(base.name, ix, arr.current.sizes, n, load=False)
+            value = E.cast(self.num(v, n), arr.dtype)
+            arr.pending.append(Write(ix, value, self.live, n.lineno, "store", self.coords(), self.st.phase))
+            arr.written = True
+        elif isinstance(base, SharedRef):
+            sh: SharedArray = self.st.shared[base.name]
+            ix = self.index(idx, n)
+            self.check_bounds(sh.name, ix, sh.shape, n, load=False)
+            sh.writes.append(Write(ix, E.cast(self.num(v, n), sh.dtype), self.live, n.lineno, "store", (),
+                                   self.st.phase))
+        elif isinstance(base, LocalRef):
+            self.local_write(base, idx, v, n)
+        else:
+            raise self.err(f"cannot store into `{ast.unparse(n)}`", n, construct="store")
+
+    def coords(self) -> tuple[E.Sym, ...]:
+        loops = tuple(lc.sym for f in self.st.frames for lc in f.loops if lc.sym is not None)
+        return tuple(self.threads.syms) + loops
+
+    # ---- per-thread arrays ---------------------------------------------------------------------------------
+    def new_local(self, shape: tuple[int, ...], dtype: str) -> LocalRef:
+        self._local_ids += 1
+        ref = LocalRef(self._local_ids, shape, dtype)
+        self.st.local[ref.key] = {}
+        return ref
+
+    def _local_key(self, ref: LocalRef, idx, n) -> tuple[int, ...]:
+        key = []
+        for i, size in zip(self.index(idx, n), ref.shape):
+            k = E.try_concrete(i)
+            if k is None:
+                if any(lc.sym is not None for lc in self.frame.loops):
+                    raise NotSymbolic("it indexes a local array by the iteration")
+                raise self.err(f"`{ast.unparse(n)}` indexes a local array with a value that differs between threads",
+                               n, construct="local array index")
+            if not -size <= k < size:
+                raise self.err(f"`{ast.unparse(n)}` is out of bounds (index {k}, size {size})", n,
+                               construct="local array index")
+            key.append(k % size)
+        if len(key) != len(ref.shape):
+            raise self.err("index the local array's every dim", n, construct="local array index")
+        return tuple(key)
+
+    def local_read(self, ref: LocalRef, idx, n) -> E.Node:
+        v = self.st.local[ref.key].get(self._local_key(ref, idx, n))
+        if v is None:
+            raise self.err(f"`{ast.unparse(n)}` reads a local array element never written", n,
+                           construct="uninitialised local array")
+        return v
+
+    def local_write(self, ref: LocalRef, idx, v, n) -> None:
+        key = self._local_key(ref, idx, n)
+        cur = self.st.local[ref.key].get(key)
+        val = E.cast(self.num(v, n), ref.dtype)
+        self.st.local[ref.key][key] = val if cur is None else E.select(self.live, val, cur)
+
+    # ---- bounds --------------------------------------------------------------------------------------------
+    def check_bounds(self, name: str, ix, sizes, n, load: bool, neg_ok: bool = False) -> bool:
+        """Refuse an access that provably leaves the array for some running thread; for loads, say whether an
+        index may be negative (numba wraps those around, as Python does)."""
+        ranges = self.ranges()
+        neg_possible = False
+        for d, (c, size) in enumerate(zip(ix, sizes)):
+            lo, hi = E.bounds(c, ranges)
+            low_ok = lo is not None and lo >= (-size if load else 0)
+            high_ok = hi is not None and hi < size
+            if low_ok and high_ok and (lo >= 0 or not load):
+                continue
+            exact = not self.live.data and not c.data
+            if exact:
+                bad_hi = E.land(self.live, E.compare("ge", c, E.const(size)))
+                bad_lo = E.land(self.live, E.compare("lt", c, E.const(-size if load else 0)))
+                for bad, edge in ((bad_hi, "past the end"), (bad_lo, "before the start")):
+                    w = _witness(bad)
+                    if w:
+                        what = "reads" if load else "writes"
+                        raise self.err(f"line {self.frame.src.lineno(n.lineno)} {what} `{ast.unparse(n)}` {edge} of "
+                                       f"{name} (size {size} along axis {d}) {w}", n, construct="out-of-bounds access",
+                                       hint="guard the access with a bounds check (if i < n: ...); the kernel reads "
+                                            "or writes memory it does not own there")
+                if load and (lo is None or lo < 0):
+                    neg_possible = _witness(E.land(self.live, E.compare("lt", c, E.ZERO))) is not None or lo is None
+            elif load and (lo is None or lo < 0):
+                neg_possible = True
+        return neg_possible
+
+
+def _witness(bad: E.Node) -> str | None:
+    """'at x = 3' for a point where `bad` holds; '' when it may hold but the space is too large to search;
+    None when it never holds."""
+    d = E.decide(bad)
+    if d is False:
+        return None
+    vars_ = sorted(bad.free, key=lambda s: s.order)
+    sizes = [v.extent for v in vars_]
+    total = int(np.prod(sizes)) if sizes else 1
+    if total > (1 << 20) or any(v.sym_kind == "carry" for v in vars_):
+        return None if d is None else ""
+    env = {}
+    for i, v in enumerate(vars_):
+        shape = [1] * len(vars_)
+        shape[i] = v.extent
+        env[v] = np.arange(v.extent).reshape(shape)
+    try:
+        vals = np.broadcast_to(E.evaluate(bad, env), tuple(sizes))
+    except E.NotEvaluable:
+        return None
+    hits = np.argwhere(vals)
+    if not len(hits):
+        return None
+    pt = hits[0]
+    return "at " + ", ".join(f"{_sym_text(v)} = {int(p)}" for v, p in zip(vars_, pt))
+
+
+def _sym_text(v: E.Sym) -> str:
+    if v.sym_kind == "thread":
+        return f"cuda.grid axis {v.name}"
+    return v.name
+
+
+def _same(a, b) -> bool:
+    try:
+        return a is b or (type(a) is type(b) and not isinstance(a, E.Node) and a == b)
+    except Exception:
+        return False
+
+
+def _free_idx(idx) -> frozenset:
+    out: frozenset = frozenset()
+    for i in idx:
+        out |= i.free
+    return out
+
+
+def _assigned_names(body) -> set[str]:
+    out = set()
+    for n in ast.walk(ast.Module(body=list(body), type_ignores=[])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+    return out
+
+
+def _has_return(s: ast.For) -> bool:
+    return any(isinstance(n, ast.Return) for n in ast.walk(s))
+
+
+def _has_grid_sync(s: ast.For) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in ("sync",) for n in ast.walk(s))
+
+
+def _accumulate(nv: E.Node, h: E.Sym, k: E.Sym, init: E.Node, carries: set) -> E.Node | None:
+    """nv as `h (op) f(k)`: the loop's result `init (op) reduce_k f`, or None."""
+    got = _accum_form(nv, h)
+    if got is None:
+        return None
+    kind, f = got
+    if f is None:
+        return init
+    if f.free & carries:
+        return None
+    r = E.reduce_(kind, k, f)
+    dt = nv.dtype
+    init = E.cast(init, dt)
+    if kind == "sum":
+        return E.add(init, r) if not _is_ident(init, "sum") else E.cast(r, dt)
+    if kind == "prod":
+        return E.mul(init, r) if not _is_ident(init, "prod") else E.cast(r, dt)
+    return E.binary(kind, init, r) if not _is_ident(init, kind) else E.cast(r, dt)
+
+
+def _is_ident(n: E.Node, kind: str) -> bool:
+    if not isinstance(n, E.Const):
+        return False
+    v = n.value
+    return {"sum": v == 0, "prod": v == 1, "max": v == -np.inf, "min": v == np.inf}[kind]
+
+
+def _accum_form(n: E.Node, h: E.Sym):
+    """(kind, f) with n == h op f, f free of h; (kind, None) when n is h itself."""
+    if n is h:
+        return ("sum", None)
+    if h not in n.free:
+        return None
+    if isinstance(n, E.Cast) and n.a is h:
+        return ("sum", None)
+    if isinstance(n, E.Lin):
+        terms = dict(n.terms)
+        if terms.get(h) == 1:
+            rest = E.lin({t: c for t, c in terms.items() if t is not h}, n.const, n.dtype)
+            return None if h in rest.free else ("sum", rest)
+        return None
+    if isinstance(n, E.Bin):
+        a, b = _strip(n.a, h), _strip(n.b, h)
+        if n.op in ("add", "mul", "max", "min"):
+            kind = {"add": "sum", "mul": "prod"}.get(n.op, n.op)
+            if a is h and h not in n.b.free:
+                return kind, n.b
+            if b is h and h not in n.a.free:
+                return kind, n.a
+        if n.op == "sub" and a is h and h not in n.b.free:
+            return "sum", E.neg(n.b)
+        return None
+    if isinstance(n, E.Select):
+        if h in n.c.free:
+            c = n.c
+            if isinstance(c, E.Bin) and c.op in ("gt", "ge", "lt", "le"):
+                x, y = _strip(c.a, h), _strip(c.b, h)
+                other = n.a if _strip(n.b, h) is h else n.b if _strip(n.a, h) is h else None
+                if other is not None and h not in other.free:
+                    picks_other = _strip(n.b, h) is h      # where(c, other, h)
+                    if (x is other or c.a is other) and y is h:        # other > h
+                        big = c.op in ("gt", "ge")
+                        return ("max" if big == picks_other else "min"), other
+                    if x is h and (y is other or c.b is other):        # h < other
+                        big = c.op in ("lt", "le")
+                        return ("max" if big == picks_other else "min"), other
+            return None
+        fa, fb = _accum_form(n.a, h), _accum_form(n.b, h)
+        if fa is None or fb is None:
+            return None
+        ka, kb = fa[0], fb[0]
+        if fa[1] is None:
+            ka = kb
+        if fb[1] is None:
+            kb = ka
+        if ka != kb:
+            return None
+        ident = E.identity(ka, n.dtype)
+        return ka, E.select(n.c, fa[1] if fa[1] is not None else ident, fb[1] if fb[1] is not None else ident)
+    return None
+
+
+def _strip(n: E.Node, h: E.Sym) -> E.Node:
+    while isinstance(n, E.Cast) and n.a.free == frozenset((h,)):
+        n = n.a
+    return n
+
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+           ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bitand", ast.BitOr: "bitor", ast.BitXor: "bitxor",
+           ast.LShift: "lshift", ast.RShift: "rshift"}
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}

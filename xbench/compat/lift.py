@@ -1,0 +1,602 @@
+"""`from_cuda`: a numba.cuda kernel lifted into an xbench operator, and the operator itself.
+
+Lifting happens per specialisation, as tracing does: for the shapes, dtypes and integer arguments of a call, the
+kernel's body is interpreted for one symbolic thread (`interp`), its writes are turned into whole-array
+expressions (`memory.commit`), cleaned up (`simplify`) and written as xbench source (`emit`), which is then run
+on the traced tensors. The source of the example specialisation is what `op.source` shows and what
+`xb.compat.report` counts.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes as D
+from ..errors import ArgumentError, DTypeError
+from ..lang.operator import Operator
+from ..lang.tensor import Tensor
+from . import expr as E
+from .emit import Emitter, canon
+from .errors import LiftError
+from .interp import Interp, Threads
+from .simplify import simplify, unwritten_paths
+from .source import KernelSource, source_of
+
+DEFAULT_BLOCK = {1: (32,), 2: (8, 8), 3: (4, 4, 4)}
+
+
+# ---- what the kernel's text says ---------------------------------------------------------------------------
+
+@dataclass
+class Usage:
+    """Facts read off the kernel's syntax tree before any interpretation."""
+    ndim: int = 1                            # launch dims the kernel uses
+    grid_stride: bool = False                # it uses cuda.gridsize
+    grid_sync: bool = False
+    shared_shapes: list = field(default_factory=list)
+    ranks: dict = field(default_factory=dict)          # array parameter -> number of indices
+    int_scalars: set = field(default_factory=set)      # scalar parameters used as bounds or indices
+    index_arrays: set = field(default_factory=set)     # array parameters whose values index other arrays
+
+
+def analyse(src: KernelSource) -> Usage:
+    u = Usage()
+    params = set(src.params)
+    tree = src.tree
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            f = n.func
+            if f.attr in ("grid", "gridsize") and n.args and isinstance(n.args[0], ast.Constant):
+                u.ndim = max(u.ndim, int(n.args[0].value))
+                u.grid_stride |= f.attr == "gridsize"
+            if f.attr == "array" and isinstance(f.value, ast.Attribute) and f.value.attr == "shared":
+                shape = next((k.value for k in n.keywords if k.arg == "shape"), n.args[0] if n.args else None)
+                if shape is not None:
+                    try:
+                        v = src.eval_static(shape, n.lineno)
+                        u.shared_shapes.append(tuple(v) if isinstance(v, tuple) else (int(v),))
+                    except LiftError:
+                        pass
+            if f.attr == "sync":
+                u.grid_sync = True
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and \
+                n.value.attr in ("threadIdx", "blockIdx", "blockDim", "gridDim") and n.attr in ("y", "z"):
+            u.ndim = max(u.ndim, 2 if n.attr == "y" else 3)
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in params:
+            k = len(n.slice.elts) if isinstance(n.slice, ast.Tuple) else 1
+            u.ranks[n.value.id] = max(u.ranks.get(n.value.id, 0), k)
+            for m in ast.walk(n.slice):
+                if isinstance(m, ast.Subscript) and isinstance(m.value, ast.Name) and m.value.id in params:
+                    u.index_arrays.add(m.value.id)
+                if isinstance(m, ast.Name) and m.id in params:
+                    u.int_scalars.add(m.id)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in params and \
+                n.attr in ("shape", "size", "ndim"):
+            u.ranks.setdefault(n.value.id, 1)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("range", "len"):
+            for m in ast.walk(n):
+                if isinstance(m, ast.Name) and m.id in params:
+                    if n.func.id == "range":
+                        u.int_scalars.add(m.id)
+                    else:
+                        u.ranks.setdefault(m.id, 1)
+    u.int_scalars -= set(u.ranks)
+    return u
+
+
+# ---- one specialisation ------------------------------------------------------------------------------------
+
+@dataclass
+class Specialization:
+    """The facts one interpretation needs (read by `interp.Interp`)."""
+    kernel: KernelSource
+    threads: Threads
+    sources: dict                             # array parameter -> E.Source (as passed)
+    scalars: dict                             # scalar parameter -> node or Python int
+    outs: list
+    init: Any
+    negative_loads: set = field(default_factory=set)
+
+    def init_of(self, name: str):
+        return self.init if name in self.outs else None
+
+    @property
+    def out_text(self) -> str:
+        return ", ".join(repr(o) for o in self.outs)
+
+
+@dataclass
+class Lifted:
+    """A kernel lifted at one specialisation: the xbench source and the function it defines."""
+    source: str
+    fn: Callable
+    inputs: list                              # the operator's parameters, in the kernel's order
+    inout: list                               # outputs the kernel also reads (they are inputs too)
+    out_dtypes: dict
+    out_shapes: dict
+    shape_rule: dict                          # out -> per axis (param, axis) or a size
+    launch: tuple
+
+
+class KernelSpec:
+    """What `from_cuda` was told and read about a kernel; lifts it at any specialisation."""
+
+    def __init__(self, kernel, out, *, shape=None, dtype=None, init=None, block=None, grid=None, launch=None,
+                 name=None):
+        self.kernel_obj = kernel
+        self.src = source_of(kernel)
+        self.name = name or self.src.name
+        outs = [out] if isinstance(out, str) else list(out or ())
+        if not outs:
+            raise ArgumentError("from_cuda needs out=: the name of the parameter the kernel writes its result to",
+                                hint=f"{self.src.name} takes ({', '.join(self.src.params)})")
+        for o in outs:
+            if o not in self.src.params:
+                raise ArgumentError(f"out={o!r} is not a parameter of {self.src.name}",
+                                    hint=f"its parameters are ({', '.join(self.src.params)})")
+        self.outs = outs
+        self.usage = analyse(self.src)
+        self.shape = shape
+        self.dtype = dtype
+        self.init = init
+        self.block = _dims(block, "block") if block is not None else None
+        self.grid = grid
+        self.launch = launch
+        self.shape_rule: dict | None = None
+        self.inout: list | None = None            # fixed by the first specialisation (the signature)
+        self.float_scalars: set = set()
+        self.cache: dict = {}
+        self.last: Lifted | None = None
+
+    # ---- the launch --------------------------------------------------------------------------------------
+    def geometry(self, arrays: dict, scalars: dict) -> tuple[tuple, tuple]:
+        """(block, grid) per axis x, y, z for arrays of these shapes."""
+        if self.launch is not None:
+            from .original import capture_launch
+            block, grid = capture_launch(self, arrays, scalars)
+            return block, grid
+        nd = self.usage.ndim
+        block = self.block
+        if block is None:
+            block = DEFAULT_BLOCK[nd]
+            if self.usage.shared_shapes:
+                s = self.usage.shared_shapes[0]
+                if len(s) >= nd:
+                    block = tuple(reversed(s[len(s) - nd:]))
+        block = tuple(block) + (1,) * (nd - len(block))
+        if self.grid is not None:
+            g = self.grid(*arrays.values()) if callable(self.grid) else self.grid
+            grid = _dims(g, "grid")
+        else:
+            longest = max([max(a.shape, default=1) for a in arrays.values()] + [1])
+            grid = tuple(max(1, -(-longest // b)) for b in block)
+            if self.usage.grid_stride:
+                grid = tuple(min(2, g) for g in grid)
+            if self.usage.grid_sync:
+                grid = (1,) * nd
+                block = tuple(max(b, longest) if d == 0 else b for d, b in enumerate(block))
+        grid = tuple(grid) + (1,) * (len(block) - len(grid))
+        return tuple(block), tuple(grid)
+
+    # ---- lifting -----------------------------------------------------------------------------------------
+    def out_shape(self, name: str, inputs: dict) -> tuple[int, ...]:
+        """The shape of a write-only output for these inputs."""
+        rule = (self.shape_rule or {}).get(name)
+        shape = self.shape
+        if isinstance(shape, dict):
+            shape = shape.get(name)
+        if shape is not None:
+            if callable(shape):
+                got = shape(**{k: v for k, v in inputs.items() if k in inspect.signature(shape).parameters})
+            elif isinstance(shape, str):
+                got = np.shape(inputs[shape])
+            else:
+                got = shape
+            return tuple(int(s) for s in (got if isinstance(got, (tuple, list)) else (got,)))
+        if rule is not None:
+            return tuple(int(np.shape(inputs[r[0]])[r[1]]) if isinstance(r, tuple) else int(r) for r in rule)
+        rank = self.usage.ranks.get(name, 1)
+        for v in inputs.values():
+            if _is_array(v) and np.ndim(v) == rank:
+                return tuple(np.shape(v))
+        raise ArgumentError(f"cannot tell the shape of {name} from the inputs",
+                            hint="pass shape= to from_cuda (e.g. shape=lambda x: x.shape)")
+
+    def out_dtype(self, name: str, inputs: dict) -> str:
+        dt = self.dtype.get(name) if isinstance(self.dtype, dict) else self.dtype
+        if dt is not None:
+            return str(D.canonical(dt))
+        rule = (self.shape_rule or {}).get(name)
+        if rule:
+            for r in rule:
+                if isinstance(r, tuple):
+                    return _dtype_name(inputs[r[0]])
+        for v in inputs.values():
+            if _is_array(v):
+                return _dtype_name(v)
+        return "float32"
+
+    def specialize(self, inputs: dict) -> Lifted:
+        """Lift for `inputs` (the operator's arguments by name: arrays or Tensors, and scalars)."""
+        key = tuple((k, tuple(np.shape(v)), _dtype_name(v)) if _is_array(v) else (k, _scalar_key(v))
+                    for k, v in inputs.items())
+        got = self.cache.get(key)
+        if got is not None:
+            self.last = got
+            return got
+        lifted = self._lift(inputs)
+        if self.shape_rule is None:
+            self.shape_rule = lifted.shape_rule
+            shapes_now = {o: self.out_shape(o, inputs) for o in self.outs if o not in lifted.inout}
+            if any(shapes_now[o] != lifted.out_shapes[o] for o in shapes_now):
+                lifted = self._lift(inputs)
+        if self.inout is None:
+            self.inout = lifted.inout
+        elif lifted.inout != self.inout:
+            raise LiftError(f"at these shapes {self.name} reads its outputs {lifted.inout} before writing them, "
+                            f"where the lifted operator's signature expects {self.inout}",
+                            construct="in-out outputs")
+        self.cache[key] = lifted
+        self.last = lifted
+        return lifted
+
+    def _lift(self, inputs: dict) -> Lifted:
+        src = self.src
+        arrays: dict[str, Any] = {}
+        scalars: dict[str, Any] = {}
+        for p in src.params:
+            if p in inputs:
+                v = inputs[p]
+                if _is_array(v):
+                    arrays[p] = v
+                else:
+                    scalars[p] = v
+            elif p in self.outs:
+                shape = self.out_shape(p, inputs)
+                arrays[p] = _Shaped(shape, self.out_dtype(p, inputs))
+            else:
+                raise ArgumentError(f"{self.name}: missing argument {p!r}")
+        block, grid = self.geometry(arrays, scalars)
+        threads = Threads(block, grid)
+        rule = self.shape_rule or {}
+        sources = {}
+        for p, a in arrays.items():
+            dt = _dtype_name(a)
+            if p in self.outs and p not in inputs:
+                r = rule.get(p)
+                shape = tuple(E.dim(r[d][0], r[d][1], n) if r and isinstance(r[d], tuple) else E.const(n)
+                              for d, n in enumerate(a.shape))
+            else:
+                shape = tuple(E.dim(p, d, n) for d, n in enumerate(np.shape(a)))
+            sources[p] = E.Source(p, dt, shape)
+        sc = {}
+        for p, v in scalars.items():
+            if isinstance(v, (bool, np.bool_)) or isinstance(v, (int, np.integer)) and p not in self.float_scalars:
+                sc[p] = E.const(v) if not isinstance(v, np.integer) else E.const(v)
+            elif _is_tensor(v) or isinstance(v, np.ndarray):
+                sc[p] = E.param(p, _dtype_name(v))
+            elif isinstance(v, (float, np.floating)):
+                sc[p] = E.param(p, _dtype_name(np.asarray(v)))
+            else:
+                raise ArgumentError(f"{self.name}: argument {p!r} is a {type(v).__name__}; pass arrays and numbers")
+        spec = Specialization(src, threads, sources, sc, self.outs, self.init)
+        E.Budget.count = 0
+        arrs = Interp(spec).run()
+        finals = {}
+        for o in self.outs:
+            a = arrs[o]
+            if not a.versions:
+                raise LiftError(f"the kernel never writes {o}", src.tree.lineno, src, construct="output never written")
+            finals[o] = a.current
+        inout = [o for o in self.outs if arrs[o].read_v0 and self.init is None]
+        outs = {}
+        for o, fsrc in finals.items():
+            content = simplify(fsrc.content)
+            _check_written(o, content, fsrc, src)
+            outs[o] = E.Source(fsrc.name, fsrc.dtype, fsrc.shape, fsrc.version, content, fsrc.pos)
+        names = [p for p in src.params if (p in inputs and p not in self.outs) or p in inout]
+        text, fn = _write(self.name, names, outs, spec, inout)
+        rule = {o: _infer_rule(outs[o], names) for o in self.outs if o not in inout}
+        return Lifted(text, fn, names, inout, {o: outs[o].dtype for o in outs},
+                      {o: tuple(E.concrete(s) for s in outs[o].shape) for o in outs}, rule, (block, grid))
+
+
+class _Shaped:
+    """An output array not passed in: its shape and dtype."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.ndim = len(self.shape)
+
+
+def _check_written(name: str, content: E.Node, src: E.Source, kernel: KernelSource) -> None:
+    for un, cond in unwritten_paths(content):
+        where = _witness(cond, src)
+        if un.src is not None and isinstance(un.src, E.Source):
+            raise LiftError(f"the kernel leaves {name}{where} unwritten (no thread stores there), so the result "
+                            "would be whatever the array held before the launch", kernel.tree.lineno, kernel,
+                            construct="output not fully written",
+                            hint="pass init=<value> to from_cuda (what the array holds before the launch), or make "
+                                 "the kernel write every element")
+        raise LiftError(f"{name}{where} is computed from shared memory {un.what} that no thread of the block wrote",
+                        kernel.tree.lineno, kernel, construct="uninitialised shared memory",
+                        hint="write every element of the shared array before cuda.syncthreads()")
+
+
+def _witness(cond: E.Node, src: E.Source) -> str:
+    if cond.data:
+        return ""
+    pos = [p for p in src.pos]
+    env = {}
+    for i, p in enumerate(pos):
+        shape = [1] * len(pos)
+        shape[i] = p.extent
+        env[p] = np.arange(p.extent).reshape(shape)
+    if int(np.prod([p.extent for p in pos])) > (1 << 22):
+        return ""
+    try:
+        vals = np.broadcast_to(E.evaluate(cond, env), tuple(p.extent for p in pos))
+    except E.NotEvaluable:
+        return ""
+    hits = np.argwhere(vals)
+    if not len(hits):
+        return ""
+    return "[" + ", ".join(str(int(v)) for v in hits[0]) + "]"
+
+
+def _infer_rule(out: E.Source, names: list) -> list:
+    """Each axis of a write-only output as (parameter, axis) when the lifted code reads a parameter along it at
+    the element's own position, else its size."""
+    want = {p: d for d, p in enumerate(out.pos)}
+    found: dict[int, tuple] = {}
+    for x in E.walk(out.content):
+        if isinstance(x, E.Load) and x.src.version == 0 and x.src.name in names:
+            for ax, c in enumerate(x.idx):
+                if c in want and want[c] not in found:
+                    found[want[c]] = (x.src.name, ax)
+    return [found.get(d, E.concrete(s)) for d, s in enumerate(out.shape)]
+
+
+def _write(name: str, params: list, outs: dict, spec: Specialization, inout: list) -> tuple[str, Callable]:
+    em = Emitter(name, spec.negative_loads, spec.kernel)
+    em.count_uses([s.content for s in outs.values()])
+    results = []
+    for s in outs.values():
+        lt = em.value(s.content)
+        full = tuple(sorted(s.pos, key=canon))
+        code = em.align(lt, full) if not lt.scalar else lt.code
+        shape = "(" + "".join(f"{em.int_code(d)}, " for d in s.shape) + ")"
+        if lt.scalar:
+            code = f"xb.full({shape}, {code}, {s.dtype!r})"
+        else:
+            if lt.dtype != s.dtype:
+                code = f"{code}.astype({s.dtype!r})" if code.isidentifier() or code.endswith(")") else \
+                    f"({code}).astype({s.dtype!r})"
+            if set(lt.axes) != set(full):
+                code = f"xb.broadcast_to({code}, {shape})"
+        results.append(code)
+    body = list(em.lines)
+    if len(results) == 1:
+        body.append(f"return {results[0]}")
+    else:
+        names = []
+        for o, code in zip(outs, results):
+            body.append(f"{o}_out = {code}" if o in params else f"{o} = {code}")
+            names.append(f"{o}_out" if o in params else o)
+        body.append(f"return {', '.join(names)}")
+    head = f"def {name}({', '.join(params)}):"
+    text = "\n".join([head] + ["    " + line for line in body]) + "\n"
+    import xbench
+    ns: dict = {"xb": xbench, "math": math}
+    code = compile(text, f"<xbench lifted {name}>", "exec")
+    exec(code, ns)
+    shown = "@xb.tensor_op\n" + "\n".join(
+        [f"def {name}({', '.join(f'{p}: Tensor' if p not in _int_params(spec) else p for p in params)}):"]
+        + ["    " + line for line in body]) + "\n"
+    return shown, ns[name]
+
+
+def _int_params(spec: Specialization) -> set:
+    return {p for p, v in spec.scalars.items() if isinstance(v, E.Const)}
+
+
+# ---- the operator ------------------------------------------------------------------------------------------
+
+class LiftedOperator(Operator):
+    """An xbench operator lifted from a numba.cuda kernel. Call it on the kernel's inputs (every parameter but
+    the write-only outputs); it returns the outputs. `.source` is its xbench source, `.kernel` the original,
+    `.checks` how it compared with the original kernel, `.check(*args)` compares again on other inputs."""
+
+    def __init__(self, spec: KernelSpec, params: list[str], statics: set[str], float_scalars: set[str]):
+        self.spec = spec
+        self.kernel = spec.kernel_obj
+        self.statics = set(statics)
+        self.float_scalars = set(float_scalars)
+        self.checks: list = []
+        self.example: dict | None = None
+        self._source: str | None = None
+        sig = inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                   annotation=Tensor if p not in self.statics
+                                                   else inspect.Parameter.empty) for p in params])
+
+        def body(**kw):
+            lifted = spec.specialize(kw)
+            res = lifted.fn(**{p: kw[p] for p in lifted.inputs})
+            return res
+
+        body.__signature__ = sig
+        body.__name__ = body.__qualname__ = spec.name
+        body.__doc__ = f"{spec.name}, lifted from the numba.cuda kernel {spec.src.name} " \
+                       f"({os.path.basename(spec.src.filename)}:{spec.src.first})."
+        super().__init__(body, name=spec.name)
+
+    @property
+    def source(self) -> str:
+        """The operator in the xbench language, as lifted at the shapes it was verified at (`example`)."""
+        if self._source is None and self.example is not None:
+            self._source = self.spec.specialize(dict(self._lift_args(self.example))).source
+        return self._source or ""
+
+    def _lift_args(self, inputs: dict) -> dict:
+        _, bound = self._scalars((), dict(inputs))
+        return bound
+
+    @property
+    def outputs(self) -> list[str]:
+        return list(self.spec.outs)
+
+    def bind(self, args, kwargs, loc=None):
+        args, kwargs = self._scalars(args, kwargs)
+        return super().bind(args, kwargs, loc)
+
+    def _scalars(self, args, kwargs):
+        """Python numbers for the kernel's float scalars become 0-d arrays of the arrays' float type (as
+        PyTorch's scalars keep a tensor's type); its integer scalars stay static values."""
+        names = list(self.signature.parameters)
+        bound = dict(zip(names, args))
+        bound.update(kwargs)
+        floats = [np.asarray(v).dtype for v in bound.values() if isinstance(v, np.ndarray) and
+                  np.asarray(v).dtype.kind == "f"]
+        ftype = floats[0] if floats else np.dtype("float64")
+        for p in self.float_scalars:
+            v = bound.get(p)
+            if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+                bound[p] = np.asarray(v, dtype=ftype if not isinstance(v, np.floating) else v.dtype)
+        for p in self.statics:
+            v = bound.get(p)
+            if isinstance(v, (float, np.floating)) and not float(v).is_integer():
+                raise DTypeError(f"{self.name}(): {p} is an integer argument of the kernel, got {v!r}",
+                                 hint=f"pass an int for {p}")
+            if isinstance(v, (float, np.floating)):
+                bound[p] = int(v)
+        return (), bound
+
+    def check(self, *args, backends=("cpu",), **kwargs):
+        """Run the original kernel and this operator on the same inputs; one `Check` per backend and output."""
+        from .verify import check_against_kernel
+        got = check_against_kernel(self, args, kwargs, backends)
+        self.checks.extend(got)
+        return got
+
+    def __repr__(self) -> str:
+        return f"<xbench operator {self.name}{self.signature_text()} lifted from {self.spec.src.name}>"
+
+
+def _dims(v, what: str) -> tuple[int, ...]:
+    vals = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if not 1 <= len(vals) <= 3 or not all(isinstance(x, (int, np.integer)) and x > 0 for x in vals):
+        raise ArgumentError(f"{what}={v!r}: give 1 to 3 positive ints (x, y, z)")
+    return tuple(int(x) for x in vals)
+
+
+def _is_array(v) -> bool:
+    """An array argument (a 0-d array or tensor is a kernel's scalar)."""
+    if isinstance(v, _Shaped):
+        return True
+    if isinstance(v, (np.ndarray, Tensor)):
+        return v.ndim > 0
+    return False
+
+
+def _is_tensor(v) -> bool:
+    return isinstance(v, Tensor)
+
+
+def _dtype_name(v) -> str:
+    if isinstance(v, Tensor):
+        return str(v.dtype)
+    if isinstance(v, _Shaped):
+        return v.dtype.name
+    return np.asarray(v).dtype.name
+
+
+def _scalar_key(v):
+    if isinstance(v, np.ndarray):
+        return ("0d", v.dtype.name)
+    if isinstance(v, (float, np.floating)):
+        return ("float", np.asarray(v).dtype.name)
+    return v
+
+
+# ---- the entry point -------------------------------------------------------------------------------------
+
+def from_cuda(kernel, out, *, shape=None, dtype=None, init=None, block=None, grid=None, launch=None, example=None,
+              verify: bool = True, backends=("cpu",), name: str | None = None, seed: int = 0) -> LiftedOperator:
+    """Lift a numba.cuda kernel into an xbench operator that runs on every backend (cpu, cuda, ascend).
+
+        @cuda.jit
+        def saxpy(a, x, y, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = a * x[i] + y[i]
+
+        op = xb.compat.from_cuda(saxpy, out="out")     # op(a, x, y) -> out
+        print(op.source)                               # the operator in the xbench language
+
+    `out`: the parameter (or tuple of parameters) the kernel writes its results to. The operator takes every other
+    parameter, plus an output the kernel also reads (an in-out array), and returns the outputs.
+    `shape` / `dtype`: of a write-only output (a callable of the inputs by name, a tuple, or the name of an input
+    shaped alike); by default read off the kernel (the inputs it reads along each axis of the output).
+    `init`: what an output holds before the launch, where the kernel leaves elements unwritten or updates them
+    atomically; without it such an output is an input of the operator (or, if never read, an error).
+    `block` / `grid` / `launch`: the launch the kernel's own code depends on (`cuda.blockDim`, `cuda.gridDim`):
+    threads per block, blocks per grid (a tuple or a callable of the arrays), or the legacy launch code itself
+    (`launch(*kernel_args)` launching it once; it is also what `report` counts as launch code). By default one
+    thread per element of the largest array, blocks shaped like the kernel's shared-memory tiles.
+    `example`: the operator's arguments to verify on (a dict by name, or a tuple in order); by default random
+    float32 arrays of one size for every axis. With `verify` (the default) the operator is run on `backends` and
+    compared with the original kernel (on the GPU, or numba's CUDA simulator) before it is returned; a difference
+    raises `LiftMismatch`. Anything the lifting does not cover raises `LiftError`, naming the construct and the
+    kernel's line.
+    """
+    from .verify import raise_on_mismatch, synthesize
+    ks = KernelSpec(kernel, out, shape=shape, dtype=dtype, init=init, block=block, grid=grid, launch=launch,
+                    name=name)
+    params = ks.src.params
+    if example is None:
+        ex = synthesize(ks, seed)
+    elif isinstance(example, dict):
+        ex = dict(example)
+    else:
+        ins = [p for p in params if p not in ks.outs]
+        ex = dict(zip(ins, example)) if len(example) == len(ins) else dict(zip(params, example))
+    ks.float_scalars = {p for p in params if p not in ks.usage.ranks and p not in ks.outs and
+                        isinstance(ex.get(p), (float, np.floating))}
+    unknown = [k for k in ex if k not in params]
+    if unknown:
+        raise ArgumentError(f"example= names {unknown}, which are not parameters of {ks.src.name}",
+                            hint=f"its parameters are ({', '.join(params)})")
+    first = ks.specialize(_lift_inputs(ex, ks))
+    for o in first.inout:
+        if o not in ex:
+            raise ArgumentError(f"{ks.src.name} reads {o} before writing it, so the operator takes it as an input: "
+                                "include it in example=", hint=f"or pass init= (what {o} holds before the launch)")
+    op_params = [p for p in params if p not in ks.outs or p in first.inout]
+    statics = {p for p in op_params if p not in ks.usage.ranks and p not in ks.float_scalars and
+               not isinstance(ex.get(p), np.ndarray)}
+    op = LiftedOperator(ks, op_params, statics, ks.float_scalars)
+    op.example = {p: ex[p] for p in op_params}
+    if verify:
+        checks = op.check(**op.example, backends=tuple(backends))
+        raise_on_mismatch(op, checks)
+    return op
+
+
+def _lift_inputs(ex: dict, ks: KernelSpec) -> dict:
+    """The example as the lifting sees it: float scalars as 0-d arrays of the arrays' float type."""
+    floats = [v.dtype for v in ex.values() if isinstance(v, np.ndarray) and v.dtype.kind == "f"]
+    ft = floats[0] if floats else np.dtype("float64")
+    out = {}
+    for k, v in ex.items():
+        if k in ks.float_scalars and not isinstance(v, np.ndarray):
+            out[k] = np.asarray(v, dtype=ft)
+        else:
+            out[k] = v
+    return out
