@@ -94,8 +94,8 @@ EDGES = {
     "tanh": [0.75, 9.1, 19.5, 1e-4],
     "erf": [1.0, mathlib._ERF_ONE_F32, 2.5, 1e-4],
     "sigmoid": [0.0, -87.0, -88.72283, -103.97208, 16.6, 36.8],
-    "sin": [math.pi / 4, math.pi / 2, math.pi, 1e5, 2.0 ** 20, 2.0 ** 48, 3.4028235e38],
-    "cos": [math.pi / 4, math.pi / 2, math.pi, 1e5, 2.0 ** 20, 2.0 ** 48, 3.4028235e38],
+    "sin": [math.pi / 4, math.pi / 2, math.pi, 1e5, 2.0 ** 20, 2.0 ** 48, 2.0 ** 127],
+    "cos": [math.pi / 4, math.pi / 2, math.pi, 1e5, 2.0 ** 20, 2.0 ** 48, 2.0 ** 127],
 }
 
 # Windows where the error peaks, swept densely (about 400 000 floats each, both signs).

@@ -132,3 +132,42 @@ def test_contractions_and_reductions_over_nothing(backend):
     dot, prod, anyv, gram = run(empty_sums, a, c, backend=backend)
     assert dot.tolist() == [0.0] and prod.tolist() == [1.0] * 13 and anyv.tolist() == [False] * 13
     assert gram.shape == (0, 0)
+
+
+@xb.tensor_op
+def int64_edges(a: Tensor):
+    return a + np.array(-2 ** 63, np.int64), xb.pad(a, ((1, 0), (0, 1)), value=2 ** 31 + 5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int64_wraps_and_pad_values_take_the_dtype(backend):
+    """cpu: numba's int64 `+` is `add nsw`, and LLVM made `x + INT64_MIN` into `x | INT64_MIN` (-3 stayed -3);
+    a pad value beyond int32 raised OverflowError in the code generators (it wraps, as PyTorch's scalars)."""
+    a = np.array([[-3, 5]], np.int64)
+    plus, padded = run(int64_edges, a, backend=backend)
+    assert plus.tolist() == [[2 ** 63 - 3, -2 ** 63 + 5]]
+    assert padded.tolist() == [[2 ** 31 + 5] * 3, [-3, 5, 2 ** 31 + 5]]
+    a32 = a.astype(np.int32)
+    assert run(int64_edges, a32, backend=backend)[1].tolist() == [[-2 ** 31 + 5] * 3, [-3, 5, -2 ** 31 + 5]]
+
+
+def test_padding_an_integer_tensor_with_infinity_is_refused():
+    @xb.tensor_op
+    def pad_inf(a: Tensor):
+        return xb.pad(a, 1, value=-float("inf"))
+
+    with pytest.raises(xb.XbenchError, match="cannot pad a int32 tensor"):
+        pad_inf.trace(np.zeros(3, np.int32))
+
+
+@xb.tensor_op
+def erf_of_erfinv(a: Tensor):
+    return xb.erf(xb.erfinv(a))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_erf_of_erfinv(backend):
+    """cpu: erfinv (computed in float64) fed a float64 into erf's float32 form, which numba could not type."""
+    a = np.array([-1.5, -0.999, 0.3, 0.0], np.float32)
+    out = run(erf_of_erfinv, a, backend=backend)[0]
+    assert np.isnan(out[0]) and np.allclose(out[1:], [-0.999, 0.3, 0.0], atol=2e-6)

@@ -35,7 +35,7 @@ def unary_floats(x: Tensor):
             xb.isnan(x), xb.isinf(x), xb.isfinite(x), xb.signbit(x), x ** 0.5, x ** -0.5, x ** 2, x ** -1)
 
 
-@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_unary_float_functions_at_special_values(backend):
     agree(unary_floats, [float_grid()], backend)
 
@@ -47,7 +47,7 @@ def binary_floats(a: Tensor, b: Tensor):
             a < b, a <= b, a > b, a >= b, xb.clip(a, -1.0, 1.0), xb.clip(a, b, 2.0))
 
 
-@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_binary_float_functions_at_special_values(backend):
     g = float_grid()
     a, b = (np.array(p, np.float32) for p in zip(*itertools.product(g, g)))

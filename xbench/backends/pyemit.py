@@ -64,14 +64,17 @@ class Emitter:
     def __init__(self, functions: Callable[[str, str, list[str], list[str]], str | None], *,
                  compute: Callable[[str], str] = lambda d: d,
                  load: Callable[[str, str, str], str] | None = None,
-                 cast: Callable[[str, str, str], str | None] | None = None):
+                 cast: Callable[[str, str, str], str | None] | None = None,
+                 wrapping: Callable[[str, list[str]], str] | None = None):
         """`compute(dtype)`: the type arithmetic on `dtype` values runs in (16-bit floats may widen);
         `load(buf, dtype, text)`: wraps the read of a buffer element; `cast(src, dst, text)`: a backend's own
-        spelling of a conversion, or None for the default."""
+        spelling of a conversion, or None for the default; `wrapping(fn, args)`: the spelling of an int64
+        add, sub or mul of data (it reads a buffer or a local, unlike index arithmetic) that must wrap."""
         self.functions = functions
         self.compute = compute
         self.load = load
         self.cast = cast
+        self.wrapping = wrapping
         self.constants: dict[tuple, str] = {}
         self._tmp = itertools.count()
 
@@ -80,7 +83,8 @@ class Emitter:
         if dtype == "bool":
             return "True" if value else "False"
         if dtype == INDEX and isinstance(value, int):
-            return str(value)
+            # Python reads -9223372036854775808 as -(2**63), an unsigned 64-bit literal in numba
+            return str(value) if value > -2 ** 63 else "(-9223372036854775807 - 1)"
         key = (dtype, repr(value))
         if key not in self.constants:
             self.constants[key] = f"_{dtype[0]}{dtype[-2:] if dtype[-2:].isdigit() else ''}_{_sanitize(value)}"
@@ -132,6 +136,9 @@ class Emitter:
         if isinstance(e, Call):
             args = [self.expr(a, names) for a in e.args]
             arg_types = [a.dtype for a in e.args]
+            if self.wrapping is not None and e.dtype == "int64" and e.fn in ("add", "sub", "mul") \
+                    and all(t == "int64" for t in arg_types) and _reads_data(e):
+                return self.wrapping(e.fn, args)
             custom = self.functions(e.fn, e.dtype, args, arg_types)
             if custom is not None:
                 return custom
@@ -144,6 +151,10 @@ class Emitter:
             raise BackendError(f"this backend has no spelling for {e.fn} on {e.dtype}",
                                hint="use the reference or cpu backend for this operator")
         raise TypeError(f"cannot emit {type(e).__name__}")
+
+
+def _reads_data(e: Expr) -> bool:
+    return any(isinstance(n, (Load, Local)) for n in e.walk())
 
 
 def replace_top_down(e: Expr, table: dict[Expr, Expr]) -> Expr:

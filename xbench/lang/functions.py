@@ -436,7 +436,13 @@ def pad(x, pad_width, mode: str = "constant", value=0) -> Tensor:
         return x
     if mode not in ("constant", "reflect", "edge", "circular"):
         raise _err(ShapeError, f"unknown pad mode {mode!r}", "use constant, reflect, edge (replicate) or circular")
-    return bind("pad", x, lo=tuple(lo), hi=tuple(hi), value=float(value) if D.is_float(x.dtype) else int(value),
+    if not D.is_float(x.dtype):
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            raise _err(DTypeError, f"cannot pad a {x.dtype} tensor with {value}",
+                       "pad with an integer value, or cast to a float type first")
+        from .trace import wrap_int
+        value = bool(value) if x.dtype == "bool" else wrap_int(int(value), x.dtype)
+    return bind("pad", x, lo=tuple(lo), hi=tuple(hi), value=float(value) if D.is_float(x.dtype) else value,
                 mode=mode)
 
 

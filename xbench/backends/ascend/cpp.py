@@ -323,12 +323,66 @@ class ScalarWriter:
         if fn == "pow" and is_int(dt):
             self.helpers.add("ipow")
             return f"XbIntPow<{t}>({a[0]}, {a[1]})"
+        if fn in ("floordiv", "mod", "fmod") and is_float(dt):
+            self.helpers.add("fdiv")
+            return f"{ {'floordiv': 'XbFloorDivF', 'mod': 'XbRemainderF', 'fmod': 'XbFModF'}[fn]}({a[0]}, {a[1]})"
         if is_float(src_dt) or is_float(dt):
             return self._math(fn, dt, a)
         raise Unsupported(f"the ascend backend has no scalar form of {fn} on {dt}")
 
 
+def _two_over_pi_words(n: int = 8) -> list[int]:
+    """2/pi in 32-bit words: word 0 holds the bits of weight 2**31 .. 2**0 (zero: 2/pi < 1), word k the bits of
+    weight 2**-(32k - 31) .. 2**-(32k). From pi by Machin's formula in integers."""
+    guard = 320
+
+    def arctan_inv(x: int) -> int:             # atan(1/x) * 2**guard
+        total = term = (1 << guard) // x
+        k, sign = 1, -1
+        while term:
+            term //= x * x
+            k += 2
+            total += sign * (term // k)
+            sign = -sign
+        return total
+
+    pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))                  # pi * 2**guard
+    bits = 32 * (n - 1)
+    frac = (1 << (bits + 1 + guard)) // pi                          # 2/pi * 2**bits
+    return [0] + [(frac >> (32 * (n - 1 - k))) & 0xFFFFFFFF for k in range(1, n)]
+
+
+_TRIG_WORDS = ", ".join(f"0x{w:08X}u" for w in _two_over_pi_words())
+TRIG_LIMIT = 65536.0       # from here the vector unit's float32 reduction loses the quadrant's accuracy
+
 SCALAR_HELPERS = {
+    # an angle equal to x modulo 2pi, in [-pi/4, 7pi/4) for |x| >= 2**16: x * 2/pi from the 96 bits of 2/pi that
+    # matter at x's exponent (Payne and Hanek's reduction), in integers; NaN for +-inf
+    "trig": f"""\
+__aicore__ inline float XbTrigReduce(float x) {{
+    const uint32_t words[8] = {{{_TRIG_WORDS}}};
+    union {{ float f; uint32_t u; }} v = {{x}};
+    const uint32_t ax = v.u & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return XB_NAN;
+    const int32_t e = static_cast<int32_t>(ax >> 23) - 150;          // |x| = m * 2**e
+    const uint64_t m = (ax & 0x7fffffu) | 0x800000u;
+    const int32_t g = e + 30;                                         // the bit of weight 2**-(e - 1)
+    const int32_t w = g >> 5, o = g & 31;
+    uint64_t c[3];
+    for (int32_t k = 0; k < 3; ++k) {{
+        const uint64_t a = words[w + k], b = words[w + k + 1];
+        c[k] = ((a << o) | (o ? b >> (32 - o) : 0)) & 0xffffffffu;
+    }}
+    const uint64_t p0 = m * c[0], p1 = m * c[1], p2 = m * c[2];      // m * C mod 2**96 = |x| * 2/pi mod 4, * 2**94
+    const uint64_t lo = p2 & 0xffffffffu;
+    const uint64_t t = (p2 >> 32) + (p1 & 0xffffffffu);
+    const uint64_t hi = ((t >> 32) + (p1 >> 32) + p0 + (1u << 29)) & 0xffffffffu;   // + 1/2: the nearest n
+    const uint64_t q = hi >> 30;
+    const uint64_t top = ((hi & 0x3fffffffu) << 34) | ((((t & 0xffffffffu) << 32) | lo) >> 30);
+    const int64_t f = static_cast<int64_t>(top - 0x8000000000000000ull);   // (|x| 2/pi - n) * 2**64
+    const float r = static_cast<float>(f) * 8.5153039502163862e-20f + static_cast<float>(q) * 1.5707963267948966f;
+    return (v.u >> 31) ? -r : r;
+}}""",
     # integer //, % and fmod as PyTorch: INT_MIN // -1 wraps to INT_MIN (it traps in C++), by 0 all give 0
     # (numpy's answer; PyTorch raises)
     "intdiv": """\
@@ -370,6 +424,49 @@ __aicore__ inline float XbMax(float a, float b) { return (a > b || a != a) ? a :
 __aicore__ inline float XbMin(float a, float b) { return (a < b || a != a) ? a : b; }
 __aicore__ inline float XbFMax(float a, float b) { return (a > b || b != b) ? a : b; }
 __aicore__ inline float XbFMin(float a, float b) { return (a < b || b != b) ? a : b; }""",
+    # float fmod exactly, in integer arithmetic on the bits (long division of the significands), and PyTorch's
+    # floor division and remainder from it (numpy's npy_divmod)
+    "fdiv": """\
+__aicore__ inline float XbFModF(float x, float y) {
+    union { float f; uint32_t u; } a = {x}, b = {y};
+    const uint32_t sign = a.u & 0x80000000u;
+    const uint32_t ax = a.u & 0x7fffffffu, ay = b.u & 0x7fffffffu;
+    if (ay == 0 || ax >= 0x7f800000u || ay > 0x7f800000u) return XB_NAN;
+    if (ax < ay) return x;
+    int32_t ex = static_cast<int32_t>(ax >> 23), ey = static_cast<int32_t>(ay >> 23);
+    uint32_t mx = ax & 0x7fffffu, my = ay & 0x7fffffu;
+    if (ex == 0) { ex = 1; while (!(mx & 0x800000u)) { mx <<= 1; --ex; } } else { mx |= 0x800000u; }
+    if (ey == 0) { ey = 1; while (!(my & 0x800000u)) { my <<= 1; --ey; } } else { my |= 0x800000u; }
+    for (; ex > ey; --ex) {
+        if (mx >= my) mx -= my;
+        mx <<= 1;
+    }
+    if (mx >= my) mx -= my;
+    if (mx == 0) { a.u = sign; return a.f; }
+    while (!(mx & 0x800000u)) { mx <<= 1; --ex; }
+    a.u = ex > 0 ? sign | (static_cast<uint32_t>(ex) << 23) | (mx & 0x7fffffu) : sign | (mx >> (1 - ex));
+    return a.f;
+}
+__aicore__ inline float XbFloorF(float x) {
+    if (!(x > -8388608.0f && x < 8388608.0f)) return x;   // integral already (or inf, NaN)
+    const float t = static_cast<float>(static_cast<int32_t>(x));
+    return t > x ? t - 1.0f : t;
+}
+__aicore__ inline float XbFloorDivF(float a, float b) {
+    if (b == 0.0f) return a / b;
+    const float mod = XbFModF(a, b);
+    float div = (a - mod) / b;
+    if (mod != 0.0f && ((b < 0.0f) != (mod < 0.0f))) div -= 1.0f;
+    if (div == 0.0f) return a / b < 0.0f ? -0.0f : 0.0f;
+    float fl = XbFloorF(div);
+    if (div - fl > 0.5f) fl += 1.0f;
+    return fl;
+}
+__aicore__ inline float XbRemainderF(float a, float b) {
+    float mod = XbFModF(a, b);
+    if (mod != 0.0f) return ((b < 0.0f) != (mod < 0.0f)) ? mod + b : mod;
+    return (b < 0.0f || (b == 0.0f && 1.0f / b < 0.0f)) ? -0.0f : 0.0f;
+}""",
     # integers to powers by squaring, wrapping; negative powers as PyTorch (1 for 1, +-1 by parity for -1, else 0)
     "ipow": """\
 template <typename T> __aicore__ inline T XbIntPow(T a, T b) {

@@ -108,13 +108,7 @@ class KernelGen:
             body(f"Duplicate({x.name}, x, 8);")
             out = pool.alloc("float32", pinned=True)
             binary = fn == "pow" or fn in COMPOSED_BINARY
-            if fn == "pow":
-                y = pool.alloc("float32", pinned=True)
-                body(f"Duplicate({y.name}, y, 8);")
-                body(f"Ln({out.name}, {x.name}, 8);")
-                body(f"Mul({out.name}, {out.name}, {y.name}, 8);")
-                body(f"Exp({out.name}, {out.name}, 8);")
-            elif binary:
+            if binary:
                 y = pool.alloc("float32", pinned=True)
                 body(f"Duplicate({y.name}, y, 8);")
                 em.vlocals = {"xa": x, "xb": y}

@@ -28,7 +28,18 @@ from ...ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
 from ...ir.kernel import Axis
 from ...ir.scalar import UNARY
 from .affine import Access, affine_in, classify
-from .cpp import CTYPE, SIZE, ScalarScope, ScalarWriter, Source, Unsupported, float_lit, interval, vec_scalar
+from .cpp import (
+    CTYPE,
+    SIZE,
+    TRIG_LIMIT,
+    ScalarScope,
+    ScalarWriter,
+    Source,
+    Unsupported,
+    float_lit,
+    interval,
+    vec_scalar,
+)
 from .windows import Window, window_of
 
 VEC_TYPES = ("float32", "float16")
@@ -41,7 +52,9 @@ COMPOSED_UNARY = {"neg", "sigmoid", "tanh", "erf", "erfc", "exp2", "log2", "log1
                   "cos", "tan", "sign", "erfinv"}
 # composed in float32 for 16-bit floats (one rounding at the end)
 WIDEN = COMPOSED_UNARY - {"neg", "exp2", "log2", "log10"}
-COMPOSED_BINARY = {"copysign", "atan2", "hypot", "fmod", "floordiv", "mod", "fmax", "fmin"}
+COMPOSED_BINARY = {"copysign", "atan2", "hypot", "fmax", "fmin"}
+# float //, % and fmod run element by element on the scalar unit: exact fmod needs integer long division
+# (a - trunc(a / b) * b in float32 is off by up to ulp(a))
 BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "maximum": "Max", "minimum": "Min"}
 SCALAR_FORM = {"add": "Adds", "mul": "Muls", "maximum": "Maxs", "minimum": "Mins"}
 INT32_OK = {"add", "sub", "mul", "maximum", "minimum"}
@@ -491,7 +504,15 @@ class VecEmitter:
         return out
 
     def compose(self, fn: str, out: Tile, x: Tile) -> None:
-        """`out = fn(x)` from vector instructions (`out` may be `x`)."""
+        """`out = fn(x)` from vector instructions (`out` may be `x`); NaN in, NaN out (sign(NaN) is 0): clamps and
+        selects inside the compositions would otherwise turn NaN into a number."""
+        keep = self.not_nan(x) if fn not in ("sign", "neg") else None
+        self._compose(fn, out, x)
+        if keep is not None:
+            self.nan_where_not(out, keep)
+            self.pool.release(keep)
+
+    def _compose(self, fn: str, out: Tile, x: Tile) -> None:
         n, src, dt = self.dom.count, self.src, out.dtype
         s = lambda v: vec_scalar(float_lit(v), dt)  # noqa: E731
         if fn == "neg":
@@ -502,12 +523,34 @@ class VecEmitter:
         elif fn in ("log2", "log10"):
             src(f"Ln({out.name}, {x.name}, {n});")
             src(f"Muls({out.name}, {out.name}, {s(1.4426950408889634 if fn == 'log2' else 0.4342944819032518)}, {n});")
-        elif fn == "log1p":
-            src(f"Adds({out.name}, {x.name}, {s(1.0)}, {n});")
-            src(f"Ln({out.name}, {out.name}, {n});")
-        elif fn == "expm1":
-            src(f"Exp({out.name}, {x.name}, {n});")
-            src(f"Adds({out.name}, {out.name}, {s(-1.0)}, {n});")
+        elif fn == "log1p":   # ln(u) * x / (u - 1), u = 1 + x: exact cancellation of u's rounding; x where u = 1
+            u, d = self.pool.alloc(dt), self.pool.alloc(dt)
+            src(f"Adds({u.name}, {x.name}, {s(1.0)}, {n});")
+            src(f"Adds({d.name}, {u.name}, {s(-1.0)}, {n});")
+            src(f"Ln({u.name}, {u.name}, {n});")
+            src(f"Div({u.name}, {u.name}, {d.name}, {n});")
+            src(f"Mul({u.name}, {u.name}, {x.name}, {n});")
+            m = self._mask_t(d, "NE", 0.0)
+            self._select(u, m, u, x)
+            self.pool.release(m)
+            m = self._mask_t(x, "NE", float("inf"))      # log1p(inf) = inf (inf * inf / inf is NaN)
+            self._select(out, m, u, float("inf"))
+            for t in (m, u, d):
+                self.pool.release(t)
+        elif fn == "expm1":   # (u - 1) * x / ln(u), u = exp(x): x where u = 1, -1 where u = 0, inf where u = inf
+            u, d = self.pool.alloc(dt), self.pool.alloc(dt)
+            src(f"Exp({u.name}, {x.name}, {n});")
+            src(f"Adds({d.name}, {u.name}, {s(-1.0)}, {n});")
+            src(f"Ln({out.name}, {u.name}, {n});")
+            src(f"Div({d.name}, {d.name}, {out.name}, {n});")
+            src(f"Mul({d.name}, {d.name}, {x.name}, {n});")
+            for value, result in ((1.0, x), (0.0, -1.0), (float("inf"), float("inf"))):
+                m = self._mask_t(u, "NE", value)
+                self._select(d, m, d, result)
+                self.pool.release(m)
+            src(f"DataCopy({out.name}, {d.name}, XbAlign({n}, {32 // SIZE[dt]}));")
+            self.pool.release(u)
+            self.pool.release(d)
         elif fn == "sigmoid":  # 1 / (1 + exp(-x))
             src(f"Muls({out.name}, {x.name}, {s(-1.0)}, {n});")
             src(f"Exp({out.name}, {out.name}, {n});")
@@ -548,10 +591,30 @@ class VecEmitter:
         return m
 
     def _select(self, out: Tile, m: Tile, a: Tile, b: Tile | float) -> None:
+        """out = m ? a : b."""
+        self.features.select = True
         if isinstance(b, Tile):
             self._i(f"Select({out.name}, {m.name}, {a.name}, {b.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, @n);")
         else:
-            self._i(f"Select({out.name}, {m.name}, {a.name}, {float_lit(b)}, SELMODE::VSEL_TENSOR_SCALAR_MODE, @n);")
+            self._i(f"Select({out.name}, {m.name}, {a.name}, {vec_scalar(float_lit(b), out.dtype)}, "
+                    f"SELMODE::VSEL_TENSOR_SCALAR_MODE, @n);")
+
+    def _mask_t(self, x: Tile, mode: str, value: float) -> Tile:
+        """`_mask` for a float32 or float16 tile."""
+        self.features.select = True
+        m = self.pool.alloc("uint8")
+        self._i(f"Compares({m.name}, {x.name}, {vec_scalar(float_lit(value), x.dtype)}, CMPMODE::{mode}, "
+                f"XbAlign(@n, {256 // SIZE[x.dtype]}));")
+        return m
+
+    def _signbit(self, x: Tile) -> Tile:
+        """A mask, 1 where x's sign bit is set, -0.0 and -inf included: x + 1/x < 0 (NaN: 0)."""
+        t = self.pool.alloc(x.dtype)
+        self._i(f"Reciprocal({t.name}, {x.name}, @n);")
+        self._i(f"Add({t.name}, {t.name}, {x.name}, @n);")
+        m = self._mask_t(t, "LT", 0.0)
+        self.pool.release(t)
+        return m
 
     def not_nan(self, x: Tile) -> Tile:
         """A Compare mask, 1 where x is not NaN (x == x), over whole 256-byte repeats."""
@@ -625,6 +688,28 @@ class VecEmitter:
         self._negate_where_negative(out, u, x)
         for tmp in (ax, t, u, y0):
             self.pool.release(tmp)
+
+    def _huge_reduced(self, x: Tile) -> Tile:
+        """A copy of x whose elements at or past 2**16 (where the float32 reduction below loses the quadrant) are
+        replaced by an equal angle under 2pi, on the scalar unit (`XbTrigReduce`) and only in tiles that have one
+        (a ReduceMax of |x| decides)."""
+        i, n = self._i, self.dom.count
+        xr, a, red, tmp = (self.pool.alloc("float32") for _ in range(4))
+        self.sw.helpers.add("trig")
+        i(f"DataCopy({xr.name}, {x.name}, XbAlign(@n, 8));")
+        i(f"Abs({a.name}, {x.name}, @n);")
+        i(f"ReduceMax({red.name}, {a.name}, {tmp.name}, @n);")
+        i("XbSync<HardEvent::V_S>();")
+        # (NaN too: ReduceMax gives NaN when the first lane is NaN)
+        with self.src.block(f"if (!({red.name}.GetValue(0) < {float_lit(TRIG_LIMIT)}))"), \
+                self.src.block(f"for (uint32_t q = 0; q < static_cast<uint32_t>({n}); ++q)"):
+                self.src(f"const float v = {xr.name}.GetValue(q);")
+                self.src(f"if (v >= {float_lit(TRIG_LIMIT)} || v <= {float_lit(-TRIG_LIMIT)}) "
+                         f"{xr.name}.SetValue(q, XbTrigReduce(v));")
+        i("XbSync<HardEvent::S_V>();")
+        for t in (a, red, tmp):
+            self.pool.release(t)
+        return xr
 
     def _sincos(self, out: Tile, x: Tile, fn: str) -> None:
         """sin / cos: k = rint(2x/pi), r = x - k pi/2 in three parts (Cody-Waite), minimax polynomials on
@@ -705,29 +790,44 @@ class VecEmitter:
                     self.pool.release(tmp)
             self.pool.release(e)
             self.pool.release(f)
-        elif fn in ("asinh", "acosh"):  # ln(|x| + sqrt(x^2 +- 1)), odd for asinh
-            t, a = self.pool.alloc("float32"), self.pool.alloc("float32")
+        elif fn in ("asinh", "acosh"):
+            # ln(|x| + sqrt(x^2 +- 1)), odd for asinh; ln|x| + ln 2 from 2**60 (x^2 would overflow); asinh(x) = x
+            # below 2**-12 (where 1 + x^2 rounds to 1); acosh(x) = NaN below 1
+            t, a, big = self.pool.alloc("float32"), self.pool.alloc("float32"), self.pool.alloc("float32")
+            i(f"Abs({a.name}, {x.name}, @n);")
             i(f"Mul({t.name}, {x.name}, {x.name}, @n);")
             i(f"Adds({t.name}, {t.name}, {'1.0f' if fn == 'asinh' else '(-1.0f)'}, @n);")
             i(f"Sqrt({t.name}, {t.name}, @n);")
+            i(f"Add({t.name}, {t.name}, {a.name}, @n);")
+            i(f"Ln({t.name}, {t.name}, @n);")
+            i(f"Ln({big.name}, {a.name}, @n);")
+            i(f"Adds({big.name}, {big.name}, {float_lit(0.6931471805599453)}, @n);")
+            m = self._mask(a, "LT", 2.0 ** 60)
+            self._select(t, m, t, big)
+            self.pool.release(m)
             if fn == "asinh":
-                i(f"Abs({a.name}, {x.name}, @n);")
-                i(f"Add({t.name}, {t.name}, {a.name}, @n);")
-                i(f"Ln({t.name}, {t.name}, @n);")
+                m = self._mask(a, "LT", 2.0 ** -12)
+                self._select(t, m, a, t)
+                self.pool.release(m)
                 self._negate_where_negative(out, t, x)
             else:
-                i(f"Add({t.name}, {t.name}, {x.name}, @n);")
-                i(f"Ln({out.name}, {t.name}, @n);")
-            self.pool.release(t)
-            self.pool.release(a)
-        elif fn == "atanh":  # ln((1 + x) / (1 - x)) / 2
+                m = self._mask(x, "GE", 1.0)
+                self._select(out, m, t, float("nan"))
+                self.pool.release(m)
+            for tmp in (t, a, big):
+                self.pool.release(tmp)
+        elif fn == "atanh":  # ln((1 + x) / (1 - x)) / 2; x itself below 2**-12
             t, u = self.pool.alloc("float32"), self.pool.alloc("float32")
             i(f"Adds({t.name}, {x.name}, 1.0f, @n);")
             i(f"Muls({u.name}, {x.name}, -1.0f, @n);")
             i(f"Adds({u.name}, {u.name}, 1.0f, @n);")
             i(f"Div({t.name}, {t.name}, {u.name}, @n);")
             i(f"Ln({t.name}, {t.name}, @n);")
-            i(f"Muls({out.name}, {t.name}, 0.5f, @n);")
+            i(f"Muls({t.name}, {t.name}, 0.5f, @n);")
+            i(f"Abs({u.name}, {x.name}, @n);")
+            m = self._mask(u, "LT", 2.0 ** -12)
+            self._select(out, m, x, t)
+            self.pool.release(m)
             self.pool.release(t)
             self.pool.release(u)
         elif fn == "atan":
@@ -745,13 +845,17 @@ class VecEmitter:
                 i(f"Adds({out.name}, {out.name}, {float_lit(1.5707963267948966)}, @n);")
             self.pool.release(t)
         elif fn in ("sin", "cos"):
-            self._sincos(out, x, fn)
+            xr = self._huge_reduced(x)
+            self._sincos(out, xr, fn)
+            self.pool.release(xr)
         elif fn == "tan":
             c = self.pool.alloc("float32")
-            self._sincos(c, x, "cos")
-            self._sincos(out, x, "sin")
+            xr = self._huge_reduced(x)
+            self._sincos(c, xr, "cos")
+            self._sincos(out, xr, "sin")
             i(f"Div({out.name}, {out.name}, {c.name}, @n);")
             self.pool.release(c)
+            self.pool.release(xr)
         elif fn == "erfinv":  # M. Giles' single-precision polynomials in w = -ln((1 - x)(1 + x))
             w, t, p, q = (self.pool.alloc("float32") for _ in range(4))
             i(f"Muls({t.name}, {x.name}, -1.0f, @n);")
@@ -822,43 +926,40 @@ class VecEmitter:
             self._select(res, my, res, x)
             self.pool.release(mx)
             self.pool.release(my)
-        elif fn == "hypot":
-            t = self.pool.alloc("float32")
-            i(f"Mul({res.name}, {x.name}, {x.name}, @n);")
-            i(f"Mul({t.name}, {y.name}, {y.name}, @n);")
-            i(f"Add({res.name}, {res.name}, {t.name}, @n);")
-            i(f"Sqrt({res.name}, {res.name}, @n);")
-            self.pool.release(t)
-        elif fn in ("fmod", "floordiv", "mod"):
-            t = self.pool.alloc("float32")
-            i(f"Div({t.name}, {x.name}, {y.name}, @n);")
-            i(f"Cast({t.name}, {t.name}, RoundMode::{'CAST_TRUNC' if fn == 'fmod' else 'CAST_FLOOR'}, @n);")
-            if fn == "floordiv":
-                i(f"DataCopy({res.name}, {t.name}, XbAlign(@n, 8));")
-            else:  # a - q * b
-                i(f"Mul({t.name}, {t.name}, {y.name}, @n);")
-                i(f"Sub({res.name}, {x.name}, {t.name}, @n);")
-            self.pool.release(t)
-        elif fn == "copysign":  # |a|, negated where b < 0 or b = -0 (1 / b < 0 catches both)
-            t, r = self.pool.alloc("float32"), self.pool.alloc("float32")
-            i(f"Abs({t.name}, {x.name}, @n);")
-            i(f"Reciprocal({r.name}, {y.name}, @n);")
-            self._negate_where_negative(res, t, r)
-            self.pool.release(t)
-            self.pool.release(r)
-        elif fn == "atan2":  # atan(y / x), +-pi where x < 0 (the sign of y)
-            t, c = self.pool.alloc("float32"), self.pool.alloc("float32")
-            i(f"Div({t.name}, {x.name}, {y.name}, @n);")
-            self._atan(res, t)
-            i(f"Duplicate({c.name}, {float_lit(np.pi)}, @n);")
-            i(f"Reciprocal({t.name}, {x.name}, @n);")             # the sign of a, -0 included
-            self._negate_where_negative(t, c, t)
-            i(f"Add({t.name}, {t.name}, {res.name}, @n);")
-            m = self._mask(y, "LT", 0.0)
-            self._select(res, m, t, res)
+        elif fn == "hypot":  # m sqrt(1 + (n/m)^2), m = max(|a|, |b|), n = min: no overflow of the squares
+            ax, ay, t = (self.pool.alloc("float32") for _ in range(3))
+            i(f"Abs({ax.name}, {x.name}, @n);")
+            i(f"Abs({ay.name}, {y.name}, @n);")
+            i(f"Max({res.name}, {ax.name}, {ay.name}, @n);")
+            i(f"Min({t.name}, {ax.name}, {ay.name}, @n);")
+            i(f"Div({t.name}, {t.name}, {res.name}, @n);")
+            m = self._mask(res, "NE", 0.0)                        # hypot(0, 0) = 0, not 0 * sqrt(1 + NaN)
+            self._select(t, m, t, 0.0)
             self.pool.release(m)
-            self.pool.release(t)
-            self.pool.release(c)
+            i(f"Mul({t.name}, {t.name}, {t.name}, @n);")
+            i(f"Adds({t.name}, {t.name}, 1.0f, @n);")
+            i(f"Sqrt({t.name}, {t.name}, @n);")
+            i(f"Mul({res.name}, {res.name}, {t.name}, @n);")
+            for v in (x, y):                                      # NaN propagates ...
+                m = self.not_nan(v)
+                self.nan_where_not(res, m)
+                self.pool.release(m)
+            for v in (ax, ay):                                    # ... but an infinity wins: hypot(inf, NaN) = inf
+                m = self._mask(v, "NE", float("inf"))
+                self._select(res, m, res, float("inf"))
+                self.pool.release(m)
+            for tmp in (ax, ay, t):
+                self.pool.release(tmp)
+        elif fn == "copysign":  # |a|, negated where b's sign bit is set (-0.0 and -inf included)
+            t, neg = self.pool.alloc("float32"), self.pool.alloc("float32")
+            i(f"Abs({t.name}, {x.name}, @n);")
+            i(f"Muls({neg.name}, {t.name}, -1.0f, @n);")
+            m = self._signbit(y)
+            self._select(res, m, neg, t)
+            for tmp in (m, t, neg):
+                self.pool.release(tmp)
+        elif fn == "atan2":  # atan(n/m) of |a| and |b| by octant: exact at zeros and infinities, as C's atan2
+            self._atan2(res, x, y)
         out = self._dst((e, guard), dt)
         if dt == "float32":
             i(f"DataCopy({out.name}, {res.name}, XbAlign(@n, 8));")
@@ -872,6 +973,93 @@ class VecEmitter:
                 self.pool.release(tt)
             self.done(x_e, xx, guard)
         return out
+
+    def _atan2(self, res: Tile, a: Tile, b: Tile) -> None:
+        """atan2(a, b): t = min(|a|, |b|) / max(...) (0 for two zeros, 1 for two infinities), atan(t), pi/2 minus
+        that where |a| > |b|, pi minus that where b's sign bit is set, a's sign last; NaN for a NaN operand."""
+        i = self._i
+        aa, ab, t, u = (self.pool.alloc("float32") for _ in range(4))
+        i(f"Abs({aa.name}, {a.name}, @n);")
+        i(f"Abs({ab.name}, {b.name}, @n);")
+        i(f"Max({u.name}, {aa.name}, {ab.name}, @n);")
+        i(f"Min({t.name}, {aa.name}, {ab.name}, @n);")
+        both_inf = self._mask(t, "NE", float("inf"))      # 0 where the smaller is inf too
+        i(f"Div({t.name}, {t.name}, {u.name}, @n);")
+        m = self._mask(u, "NE", 0.0)
+        self._select(t, m, t, 0.0)                         # two zeros: 0, not 0 / 0
+        self._select(t, both_inf, t, 1.0)                  # two infinities: 1, not inf / inf
+        self.pool.release(m)
+        self.pool.release(both_inf)
+        self._atan(res, t)
+        i(f"Muls({u.name}, {res.name}, -1.0f, @n);")
+        i(f"Adds({u.name}, {u.name}, {float_lit(np.pi / 2)}, @n);")
+        m = self._mask_tt(aa, ab, "GT")
+        self._select(res, m, u, res)
+        self.pool.release(m)
+        i(f"Muls({u.name}, {res.name}, -1.0f, @n);")
+        i(f"Adds({u.name}, {u.name}, {float_lit(np.pi)}, @n);")
+        m = self._signbit(b)
+        self._select(res, m, u, res)
+        self.pool.release(m)
+        i(f"Muls({u.name}, {res.name}, -1.0f, @n);")
+        m = self._signbit(a)
+        self._select(res, m, u, res)
+        self.pool.release(m)
+        for v in (a, b):
+            m = self.not_nan(v)
+            self.nan_where_not(res, m)
+            self.pool.release(m)
+        for tmp in (aa, ab, t, u):
+            self.pool.release(tmp)
+
+    def _pow(self, r: Tile, x: Tile, y: Tile) -> None:
+        """r = x ** y as IEEE 754 pow (float32 tiles): |x| ** y = exp(y ln|x|), negated for a negative x (sign bit)
+        and an odd integer y, NaN for a finite negative x and a non-integer y; 1 for y = 0, for x = 1, and for
+        x = -1 with y = +-inf, whatever the other operand."""
+        i = self._i
+        t, q = self.pool.alloc("float32"), self.pool.alloc("float32")
+        i(f"Abs({t.name}, {x.name}, @n);")
+        i(f"Ln({t.name}, {t.name}, @n);")
+        i(f"Mul({t.name}, {t.name}, {y.name}, @n);")
+        i(f"Exp({r.name}, {t.name}, @n);")
+        i(f"Cast({t.name}, {y.name}, RoundMode::CAST_FLOOR, @n);")
+        integer = self._mask_tt(t, y, "EQ")                 # y is an integer (or infinite)
+        i(f"Muls({q.name}, {t.name}, 0.5f, @n);")
+        i(f"Cast({q.name}, {q.name}, RoundMode::CAST_FLOOR, @n);")
+        i(f"Muls({q.name}, {q.name}, -2.0f, @n);")
+        i(f"Add({q.name}, {q.name}, {t.name}, @n);")        # floor(y) mod 2: 1 for odd y ...
+        self._select(q, integer, q, 0.0)                    # ... if y is an integer
+        odd = self._mask(q, "EQ", 1.0)
+        i(f"Muls({t.name}, {r.name}, -1.0f, @n);")
+        self._select(t, odd, t, r)
+        neg = self._signbit(x)
+        self._select(r, neg, t, r)                          # negative x, odd y: -|x| ** y
+        self.pool.release(odd)
+        self.pool.release(neg)
+        self._select(t, integer, r, float("nan"))           # negative finite x, non-integer y: NaN
+        m = self._mask(x, "GT", float("-inf"))
+        self._select(t, m, t, r)
+        self.pool.release(m)
+        m = self._mask(x, "LT", 0.0)
+        self._select(r, m, t, r)
+        self.pool.release(m)
+        self.pool.release(integer)
+        i(f"Abs({q.name}, {y.name}, @n);")
+        m = self._mask(x, "EQ", -1.0)
+        self._select(q, m, q, 0.0)                          # |y| where x = -1, else 0
+        self.pool.release(m)
+        for v, value in ((q, float("inf")), (y, 0.0), (x, 1.0)):
+            m = self._mask(v, "NE", value)
+            self._select(r, m, r, 1.0)
+            self.pool.release(m)
+        self.pool.release(t)
+        self.pool.release(q)
+
+    def _mask_tt(self, a: Tile, b: Tile, mode: str) -> Tile:
+        self.features.select = True
+        m = self.pool.alloc("uint8")
+        self._i(f"Compare({m.name}, {a.name}, {b.name}, CMPMODE::{mode}, XbAlign(@n, {256 // SIZE[a.dtype]}));")
+        return m
 
     def erf(self, out: Tile, x: Tile, complement: bool) -> None:
         """A&S 7.1.26 on |x|, then the sign of x through a Compares mask."""
@@ -971,15 +1159,32 @@ class VecEmitter:
             self.src(f"Reciprocal({out.name}, {xt.name}, {n});")
         elif k == 0:
             self.src(f"Duplicate({out.name}, {vec_scalar('1.0f', dt)}, {n});")
-        else:  # exp(y * ln(x)) for x > 0
-            self.src(f"Ln({out.name}, {xt.name}, {n});")
+        else:  # IEEE pow through exp(y ln|x|), in float32
             y = self.use(exp_e, guard)
-            if isinstance(y, Tile):
-                self.src(f"Mul({out.name}, {out.name}, {y.name}, {n});")
+            wide = []
+            xw, yw = xt, None
+            if dt != "float32":
+                xw = self.pool.alloc("float32")
+                self.cast_into(xw, xt)
+                wide.append(xw)
+            yw = self.pool.alloc("float32")
+            wide.append(yw)
+            if isinstance(y, Tile) and y.dtype != "float32":
+                self.cast_into(yw, y)
+            elif isinstance(y, Tile):
+                self.src(f"DataCopy({yw.name}, {y.name}, XbAlign({n}, 8));")
             else:
-                self.src(f"Muls({out.name}, {out.name}, {vec_scalar(y.code, dt)}, {n});")
+                self.src(f"Duplicate({yw.name}, {y.code}, {n});")
             self.done(exp_e, y, guard)
-            self.src(f"Exp({out.name}, {out.name}, {n});")
+            res = self.pool.alloc("float32")
+            self._pow(res, xw, yw)
+            if dt == "float32":
+                self.src(f"DataCopy({out.name}, {res.name}, XbAlign({n}, 8));")
+            else:
+                self.cast_into(out, res)
+            self.pool.release(res)
+            for w in wide:
+                self.pool.release(w)
         if xt is not x:
             self.pool.release(xt)
         self.done(base_e, x, guard)

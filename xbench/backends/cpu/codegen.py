@@ -147,7 +147,8 @@ class ModuleWriter:
         self.helpers: set[str] = set()
         self.task_calls: list[str] = []         # the parts the module's task runs, by kernel index
         self.row_names = {n for k in program.kernels for n in k.row_buffers}
-        self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast)
+        self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast,
+                               wrapping=self._wrapping)
         self.fast_math = True
         self._ahead: tuple[str, Expr, int, int] | None = None    # the prefetch the stage being written issues
         self._scalars: dict[str, str] = {}      # 0-d buffers the kernel being written reads into a local first
@@ -161,6 +162,10 @@ class ModuleWriter:
             self.helpers.add("lowp")
             return f"{lowp.LOAD[dtype]}({text})"
         return text
+
+    def _wrapping(self, fn: str, args: list[str]) -> str:
+        self.helpers.add("wrapping")
+        return f"_xb_wrapping_{fn}({args[0]}, {args[1]})"
 
     def _cast(self, src: str, dst: str, text: str) -> str | None:
         if dst in lowp.STORE and src != dst:
@@ -229,8 +234,9 @@ class ModuleWriter:
             fast = self._fast(fn, dtype, args)
             if fast:
                 return fast
-        if fn == "erfinv":
+        if fn == "erfinv":      # computed in float64; in the expression's own type for what follows (erf's f32 form)
             self.helpers.add("erfinv")
+            return f"{self.np_type(dtype)}(_xb_erfinv({args[0]}))"
         if fn in _MATH:
             return f"{_MATH[fn]}({', '.join(args)})"
         return None
@@ -271,6 +277,9 @@ class ModuleWriter:
             src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
                 "int_max as _xb_int_max, int_min as _xb_int_min, magnitude_bits as _xb_magnitude_bits, "
                 "order_key as _xb_order_key)")
+        if "wrapping" in self.helpers:
+            src("from xbench.backends.cpu.mathlib import (wrapping_add as _xb_wrapping_add, "
+                "wrapping_mul as _xb_wrapping_mul, wrapping_sub as _xb_wrapping_sub)")
         if "memory" in self.helpers:
             src("from xbench.backends.cpu.memory import prefetch as _xb_prefetch, stream as _xb_stream")
         if "dot" in self.helpers:

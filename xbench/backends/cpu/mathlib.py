@@ -85,6 +85,9 @@ __all__ = [
     "magnitude_bits",
     "order_key",
     "rint",
+    "wrapping_add",
+    "wrapping_mul",
+    "wrapping_sub",
 ]
 
 FLAGS: frozenset[str] = frozenset({"afn", "reassoc"})         # as the kernels' (codegen.FASTMATH)
@@ -212,6 +215,38 @@ def int_max(typingctx, a, b):
 def int_min(typingctx, a, b):
     """min of two integers of one type, as one select."""
     return _int_select("<")(typingctx, a, b)
+
+
+def _wrapping(op: str):
+    def typer(typingctx, a, b):
+        if a != types.int64 or b != types.int64:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return getattr(builder, op)(*args)       # no `nsw`: numba's own int64 + - * let LLVM assume no overflow
+
+        return types.int64(a, b), codegen
+
+    return typer
+
+
+@intrinsic
+def wrapping_add(typingctx, a, b):
+    """a + b in int64, wrapping on overflow as PyTorch does (numba's `+` is `add nsw`: LLVM turned
+    `x + INT64_MIN` into `x | INT64_MIN`)."""
+    return _wrapping("add")(typingctx, a, b)
+
+
+@intrinsic
+def wrapping_sub(typingctx, a, b):
+    """a - b in int64, wrapping."""
+    return _wrapping("sub")(typingctx, a, b)
+
+
+@intrinsic
+def wrapping_mul(typingctx, a, b):
+    """a * b in int64, wrapping."""
+    return _wrapping("mul")(typingctx, a, b)
 
 
 def _llvm_float_call(name: str, nargs: int):
