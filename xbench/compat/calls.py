@@ -175,8 +175,9 @@ class Calls:
             return self.grid_sync(n)
         if f is builtins.print:
             return None
-        if isinstance(f, types.BuiltinFunctionType) and getattr(builtins, f.__name__, None) is f:
-            return self.builtin(f.__name__, args, kwargs, n)
+        name = getattr(f, "__name__", None)
+        if isinstance(name, str) and getattr(builtins, name, None) is f:
+            return self.builtin(name, args, kwargs, n)
         if hasattr(f, "py_func") or inspect.isfunction(f):
             return self.device_call(f, args, kwargs, n)
         raise it.err(f"`{ast.unparse(n.func)}` ({type(f).__name__}) cannot be called in a lifted kernel", n,
@@ -337,7 +338,9 @@ class Calls:
             raise it.err(f"{ref.name} has {len(arr.shape)} dims but the atomic gives {len(ix)} indices", n,
                          construct="index")
         it.check_bounds(ref.name, ix, arr.current.sizes, n, load=False)
-        value = E.cast(it.num(val, n), arr.dtype)
+        raw = it.num(val, n)
+        arr.stored.append((raw.dtype, raw.weak))
+        value = E.cast(raw, arr.dtype)
         arr.pending.append(Write(ix, value, it.live, n.lineno, ATOMIC_OK[op], it.coords(), it.st.phase))
         arr.written = True
         if it.spec.init_of(ref.name) is None and arr.current is arr.v0:

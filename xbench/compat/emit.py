@@ -24,6 +24,11 @@ class LT:
     axes: tuple = ()
     dtype: str = "float32"
     scalar: bool = False          # a Python number (a literal or arithmetic on dims), not a tensor
+    prec: int = 100               # Python precedence of the code's outermost operator (100: an atom)
+
+    @property
+    def atom(self) -> str:
+        return self.code if self.prec >= 100 else f"({self.code})"
 
 
 def canon(s: E.Sym):
@@ -38,6 +43,11 @@ def union(*ltss) -> tuple:
     return tuple(sorted(seen, key=canon))
 
 
+_AXIS_NAMES = {("pos", 0): "i", ("pos", 1): "j", ("pos", 2): "k", ("pos", 3): "l"}
+PREC = {"pow": 15, "neg": 14, "mul": 13, "div": 13, "floordiv": 13, "mod": 13, "matmul": 13, "add": 12, "sub": 12,
+        "lshift": 11, "rshift": 11, "bitand": 10, "and": 10, "bitxor": 9, "xor": 9, "bitor": 8, "or": 8, "lt": 7,
+        "le": 7, "gt": 7, "ge": 7, "eq": 7, "ne": 7, "ifelse": 3}
+_ASSOC = {"add", "mul", "bitand", "bitor", "bitxor", "and", "or", "xor"}
 _SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "pow": "**", "lt": "<",
         "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "bitand": "&", "bitor": "|", "bitxor": "^",
         "lshift": "<<", "rshift": ">>", "and": "&", "or": "|", "xor": "^"}
@@ -55,7 +65,7 @@ _UN = {"abs": "xb.abs", "exp": "xb.exp", "exp2": "xb.exp2", "expm1": "xb.expm1",
 
 
 class Emitter:
-    def __init__(self, name: str, negative_loads: set, kernel=None):
+    def __init__(self, name: str, negative_loads: set, kernel=None, params=()):
         self.name = name
         self.lines: list[str] = []
         self.memo: dict[E.Node, LT] = {}
@@ -65,6 +75,7 @@ class Emitter:
         self.kernel = kernel
         self.ntmp = 0
         self.needs_math = False
+        self.taken: set[str] = set(params)
 
     # ---- whole outputs -----------------------------------------------------------------------------------
     def count_uses(self, roots: list[E.Node]) -> None:
@@ -83,30 +94,39 @@ class Emitter:
                     seen.add(id(src))
                     stack.append(src.content)
 
-    def materialize(self, src: E.Source, content: E.Node, target: str | None = None) -> str:
-        """Assign the whole array `src` (its content over its positions) to a name; return the name."""
+    def whole(self, src: E.Source, content: E.Node) -> str:
+        """Code for the whole array `src` (its content over its positions, in its shape and dtype)."""
         lt = self.value(content)
-        shape = "(" + "".join(f"{self.int_code(s)}, " for s in src.shape) + ")"
-        code = self.align(lt, src.pos) if not lt.scalar else lt.code
+        shape = self.shape_code(src.shape)
         full = tuple(sorted(src.pos, key=canon))
         if lt.scalar:
-            code = f"xb.full({shape}, {code}, {src.dtype!r})"
-        else:
-            if lt.dtype != src.dtype:
-                code = f"{_paren(code)}.astype({src.dtype!r})"
-            if set(lt.axes) != set(full) or any(s.extent == 1 for s in full):
-                code = f"xb.broadcast_to({code}, {shape})"
-        name = target or self.fresh(f"{src.name}_{src.version}")
-        self.lines.append(f"{name} = {code}")
-        return name
+            return f"xb.full({shape}, {lt.code}, {src.dtype!r})"
+        if lt.dtype != src.dtype:
+            lt = LT(f"{lt.atom}.astype({src.dtype!r})", lt.axes, src.dtype)
+        code = self.align(lt, full)
+        if set(lt.axes) != set(full):
+            code = f"xb.broadcast_to({code}, {shape})"
+        return code
 
-    def fresh(self, base: str) -> str:
-        self.ntmp += 1
-        return f"{base}" if base and not base.startswith("t") else f"t{self.ntmp}"
+    def materialize(self, src: E.Source, content: E.Node, target: str) -> str:
+        """Assign the whole array `src` to `target`; return the name."""
+        self.lines.append(f"{target} = {self.whole(src, content)}")
+        self.taken.add(target)
+        self.memo[content] = LT(target, tuple(sorted(src.pos, key=canon)), src.dtype)
+        return target
 
-    def tmp(self, lt: LT) -> LT:
-        self.ntmp += 1
-        name = f"t{self.ntmp}"
+    def shape_code(self, shape) -> str:
+        parts = [self.int_code(d) for d in shape]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+    def tmp(self, lt: LT, name: str | None = None) -> LT:
+        if name is None or name in self.taken:
+            self.ntmp += 1
+            name = f"t{self.ntmp}"
+            while name in self.taken:
+                self.ntmp += 1
+                name = f"t{self.ntmp}"
+        self.taken.add(name)
         self.lines.append(f"{name} = {lt.code}")
         return LT(name, lt.axes, lt.dtype, lt.scalar)
 
@@ -116,7 +136,9 @@ class Emitter:
         if got is not None:
             return got
         lt = self._value(n)
-        if not lt.scalar and (self.uses[n] > 1 and not lt.code.isidentifier() or len(lt.code) > 90):
+        if isinstance(n, E.Sym):
+            lt = self.tmp(lt, _AXIS_NAMES.get((n.sym_kind, n.axis)) if n.sym_kind == "pos" else None)
+        elif not lt.scalar and (self.uses[n] > 1 and not lt.code.isidentifier() or len(lt.code) > 90):
             lt = self.tmp(lt)
         self.memo[n] = lt
         return lt
@@ -131,7 +153,7 @@ class Emitter:
         if isinstance(n, E.Sym):
             if n.sym_kind == "thread":
                 raise LiftError("internal: a thread coordinate survived lifting", construct="internal")
-            return LT(f"xb.iota(({self.int_code(n.extent_node())},), 0)", (n,), "int64")
+            return LT(f"xb.iota({self.shape_code((n.extent_node(),))}, 0)", (n,), "int64")
         if not n.free and not n.data and E.is_int(n.dtype) and isinstance(n, (E.Lin, E.FloorDiv, E.Mod)):
             return LT(self.int_code(n), (), n.dtype, True)
         if isinstance(n, E.Lin):
@@ -159,7 +181,7 @@ class Emitter:
         if isinstance(n, E.Select):
             c, a, b = self.value(n.c), self.value(n.a), self.value(n.b)
             if c.scalar:
-                return LT(f"({a.code} if {c.code} else {b.code})", union(a, b), n.dtype, a.scalar and b.scalar) \
+                return LT(f"{a.atom} if {c.atom} else {b.atom}", union(a, b), n.dtype, a.scalar and b.scalar, 3) \
                     if a.axes == b.axes else self._where(c, a, b, n.dtype)
             return self._where(c, a, b, n.dtype)
         if isinstance(n, E.Cast):
@@ -187,15 +209,11 @@ class Emitter:
             if dtype == "bool":
                 return LT(f"bool({a.code})", (), dtype, True)
             return LT(f"int({a.code})", (), dtype, True)
-        return LT(f"{_paren(a.code)}.astype({dtype!r})", a.axes, dtype)
+        return LT(f"{a.atom}.astype({dtype!r})", a.axes, dtype)
 
     def binary(self, op: str, a: LT, b: LT, compute: str, result: str | None = None) -> LT:
         result = result or compute
-        if a.scalar and b.scalar:
-            if op in _SYM and op not in E.LOGICAL:
-                return LT(f"({a.code} {_SYM[op]} {b.code})", (), result, True)
-            if op in E.LOGICAL:
-                return LT(f"({a.code} {op} {b.code})", (), result, True)
+        if a.scalar and b.scalar and op not in _SYM:
             self.needs_math = self.needs_math or op in ("atan2", "hypot", "copysign", "fmod")
             return LT(f"{_PY_FN[op]}({a.code}, {b.code})", (), result, True)
         axes = union(a, b)
@@ -203,41 +221,51 @@ class Emitter:
             a = self.cast(a, compute)
         if not b.scalar:
             b = self.cast(b, compute)
-        ca, cb = self.align(a, axes), self.align(b, axes)
-        if op in _SYM:
-            code = f"({ca} {_SYM[op]} {cb})"
+        if a.scalar and b.scalar:
+            ca, cb = a, b
+            sym = {"and": "and", "or": "or", "xor": "!="}.get(op, _SYM[op])
         else:
-            code = f"{_FN[op]}({ca}, {cb})"
-        return LT(code, axes, result)
+            ca, cb = self.aligned(a, axes), self.aligned(b, axes)
+            sym = _SYM.get(op)
+        if sym is None:
+            return LT(f"{_FN[op]}({ca.code}, {cb.code})", axes, result)
+        p = PREC[op]
+        left = ca.code if ca.prec >= p and not (op == "pow" and ca.prec == p) else f"({ca.code})"
+        right = cb.code if cb.prec > p or cb.prec == p and op in _ASSOC else f"({cb.code})"
+        return LT(f"{left} {sym} {right}", axes, result, a.scalar and b.scalar, p)
 
     def unary(self, op: str, a: LT, dtype: str) -> LT:
         if op == "neg":
-            return LT(f"(-{a.code})", a.axes, dtype, a.scalar)
+            return LT(f"-{a.code if a.prec >= 14 else a.atom}", a.axes, dtype, a.scalar, 14)
         if a.scalar:
             self.needs_math = True
             py = {"abs": "abs", "not": "not "}.get(op)
             return LT(f"{py}({a.code})" if py else f"math.{op}({a.code})", (), dtype, True)
         if op == "invert":
-            return LT(f"(~{a.code})", a.axes, dtype)
+            return LT(f"~{a.atom}", a.axes, dtype, False, 14)
         if E.UNARY[op] == "float" and not E.is_float(a.dtype):
             a = self.cast(a, dtype)
         return LT(f"{_UN[op]}({a.code})", a.axes, dtype)
+
+    def aligned(self, lt: LT, axes: tuple) -> LT:
+        code = self.align(lt, axes)
+        return lt if code == lt.code else LT(code, axes, lt.dtype, lt.scalar)
 
     def align(self, lt: LT, axes: tuple) -> str:
         """lt's code with its axes moved into the order of `axes` and size-1 axes for the ones it lacks."""
         if lt.scalar or not lt.axes:
             return lt.code
         order = [a for a in axes if a in lt.axes]
-        code = lt.code
+        code = lt.atom
         if list(lt.axes) != order:
             perm = [lt.axes.index(a) for a in order]
-            code = f"{_paren(code)}.T" if len(perm) == 2 else f"xb.transpose({code}, {tuple(perm)})"
+            code = f"{code}.T" if len(perm) == 2 else f"xb.transpose({lt.code}, {tuple(perm)})"
         if len(order) < len(axes):
             parts = [":" if a in lt.axes else "None" for a in axes]
             while parts and parts[-1] == ":":
                 parts.pop()
-            code = f"{_paren(code)}[{', '.join(parts)}]"
-        return code
+            code = f"{code}[{', '.join(parts)}]"
+        return code if code != lt.atom else lt.code
 
     # ---- loads -------------------------------------------------------------------------------------------
     def source_code(self, src: E.Source) -> str:
@@ -356,12 +384,14 @@ class Emitter:
             return None
         la, lb = "".join(letters[a] for a in lhs.axes), "".join(letters[a] for a in rhs.axes)
         lo = "".join(letters[a] for a in out_axes)
+        prec = 100
         if len(lhs.axes) == 2 and len(rhs.axes) == 2 and lhs.axes[1] is v and rhs.axes[0] is v and \
                 out_axes == (lhs.axes[0], rhs.axes[1]):
-            code = f"{_paren(lhs.code)} @ {_paren(rhs.code)}"
+            code = f"{lhs.code if lhs.prec >= 13 else lhs.atom} @ {rhs.code if rhs.prec > 13 else rhs.atom}"
+            prec = 13
         else:
             code = f"xb.einsum({la + ',' + lb + '->' + lo!r}, {lhs.code}, {rhs.code})"
-        out = LT(code, out_axes, n.dtype)
+        out = LT(code, out_axes, n.dtype, False, prec)
         for f in rest:
             out = self.binary("mul", out, self.value(f), n.dtype)
         return out
@@ -418,23 +448,3 @@ def _is_float_literal(code: str) -> bool:
         return "." in code or "e" in code or "inf" in code
     except ValueError:
         return False
-
-
-def _paren(code: str) -> str:
-    if code.isidentifier() or code.endswith(")") and code.startswith(("xb.", "(")) and _balanced_call(code) or \
-            code.endswith("]") and code.split("[")[0].isidentifier():
-        return code
-    return f"({code})"
-
-
-def _balanced_call(code: str) -> bool:
-    """code is one call or one parenthesised group (not `f(a) + g(b)`)."""
-    depth = 0
-    for i, ch in enumerate(code):
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-            if depth == 0 and i != len(code) - 1:
-                return False
-    return depth == 0

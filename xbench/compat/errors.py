@@ -7,12 +7,13 @@ from ..errors import TraceError, VerificationError
 class LiftError(TraceError):
     """A kernel uses something xbench does not lift (or would lift wrongly): the construct, the line, the way out."""
 
-    def __init__(self, message: str, line: int = 0, kernel=None, *, construct: str = "", hint: str | None = None):
+    def __init__(self, message: str, line: int = 0, kernel=None, *, construct: str = "", hint: str | None = None,
+                 name: str | None = None):
         self.construct = construct
         self.kernel_line = kernel.lineno(line) if kernel is not None and line else None
         loc = kernel.location(line) if kernel is not None and line else None
-        name = f"{kernel.name}: " if kernel is not None else ""
-        super().__init__(f"cannot lift {name}{message}", hint=hint, loc=loc)
+        name = name or (kernel.name if kernel is not None else "")
+        super().__init__(f"cannot lift {name}: {message}" if name else f"cannot lift: {message}", hint=hint, loc=loc)
 
 
 class LiftMismatch(VerificationError):

@@ -162,7 +162,7 @@ class Interp:
 
     def err(self, message: str, node: ast.AST | int | None = None, construct: str = "", hint: str | None = None):
         line = node if isinstance(node, int) else getattr(node, "lineno", self.line)
-        return LiftError(message, line, self.frame.src, construct=construct, hint=hint)
+        return LiftError(message, line, self.frame.src, construct=construct, hint=hint, name=self.kernel.name)
 
     def ranges(self) -> dict:
         return E.refine({}, self.live)
@@ -785,7 +785,9 @@ class Interp:
                 raise self.err(f"{base.name} has {len(arr.shape)} dims but `{ast.unparse(n)}` indexes {len(ix)}", n,
                                construct="index")
             self.check_bounds(base.name, ix, arr.current.sizes, n, load=False)
-            value = E.cast(self.num(v, n), arr.dtype)
+            raw = self.num(v, n)
+            arr.stored.append((raw.dtype, raw.weak))
+            value = E.cast(raw, arr.dtype)
             arr.pending.append(Write(ix, value, self.live, n.lineno, "store", self.coords(), self.st.phase))
             arr.written = True
         elif isinstance(base, SharedRef):

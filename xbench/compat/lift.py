@@ -23,7 +23,7 @@ from ..errors import ArgumentError, DTypeError
 from ..lang.operator import Operator
 from ..lang.tensor import Tensor
 from . import expr as E
-from .emit import Emitter, canon
+from .emit import Emitter
 from .errors import LiftError
 from .interp import Interp, Threads
 from .simplify import simplify, unwritten_paths
@@ -66,6 +66,10 @@ def analyse(src: KernelSource) -> Usage:
                         pass
             if f.attr == "sync":
                 u.grid_sync = True
+            if isinstance(f.value, ast.Attribute) and f.value.attr == "atomic" and len(n.args) >= 2 and \
+                    isinstance(n.args[0], ast.Name) and n.args[0].id in params:
+                k = len(n.args[1].elts) if isinstance(n.args[1], ast.Tuple) else 1
+                u.ranks[n.args[0].id] = max(u.ranks.get(n.args[0].id, 0), k)
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and \
                 n.value.attr in ("threadIdx", "blockIdx", "blockDim", "gridDim") and n.attr in ("y", "z"):
             u.ndim = max(u.ndim, 2 if n.attr == "y" else 3)
@@ -123,6 +127,7 @@ class Lifted:
     out_shapes: dict
     shape_rule: dict                          # out -> per axis (param, axis) or a size
     launch: tuple
+    natural: dict = field(default_factory=dict)   # out -> the type of the values the kernel stores
 
 
 class KernelSpec:
@@ -143,6 +148,8 @@ class KernelSpec:
                                     hint=f"its parameters are ({', '.join(self.src.params)})")
         self.outs = outs
         self.usage = analyse(self.src)
+        for o in outs:
+            self.usage.ranks.setdefault(o, 1)
         self.shape = shape
         self.dtype = dtype
         self.init = init
@@ -150,6 +157,7 @@ class KernelSpec:
         self.grid = grid
         self.launch = launch
         self.shape_rule: dict | None = None
+        self.natural: dict | None = None
         self.inout: list | None = None            # fixed by the first specialisation (the signature)
         self.float_scalars: set = set()
         self.cache: dict = {}
@@ -196,16 +204,16 @@ class KernelSpec:
             if callable(shape):
                 got = shape(**{k: v for k, v in inputs.items() if k in inspect.signature(shape).parameters})
             elif isinstance(shape, str):
-                got = np.shape(inputs[shape])
+                got = tuple(inputs[shape].shape)
             else:
                 got = shape
             return tuple(int(s) for s in (got if isinstance(got, (tuple, list)) else (got,)))
         if rule is not None:
-            return tuple(int(np.shape(inputs[r[0]])[r[1]]) if isinstance(r, tuple) else int(r) for r in rule)
+            return tuple(int(tuple(inputs[r[0]].shape)[r[1]]) if isinstance(r, tuple) else int(r) for r in rule)
         rank = self.usage.ranks.get(name, 1)
         for v in inputs.values():
-            if _is_array(v) and np.ndim(v) == rank:
-                return tuple(np.shape(v))
+            if _is_array(v) and v.ndim == rank:
+                return tuple(v.shape)
         raise ArgumentError(f"cannot tell the shape of {name} from the inputs",
                             hint="pass shape= to from_cuda (e.g. shape=lambda x: x.shape)")
 
@@ -213,6 +221,8 @@ class KernelSpec:
         dt = self.dtype.get(name) if isinstance(self.dtype, dict) else self.dtype
         if dt is not None:
             return str(D.canonical(dt))
+        if self.natural and name in self.natural:
+            return self.natural[name]
         rule = (self.shape_rule or {}).get(name)
         if rule:
             for r in rule:
@@ -225,7 +235,7 @@ class KernelSpec:
 
     def specialize(self, inputs: dict) -> Lifted:
         """Lift for `inputs` (the operator's arguments by name: arrays or Tensors, and scalars)."""
-        key = tuple((k, tuple(np.shape(v)), _dtype_name(v)) if _is_array(v) else (k, _scalar_key(v))
+        key = tuple((k, tuple(v.shape), _dtype_name(v)) if _is_array(v) else (k, _scalar_key(v))
                     for k, v in inputs.items())
         got = self.cache.get(key)
         if got is not None:
@@ -233,9 +243,11 @@ class KernelSpec:
             return got
         lifted = self._lift(inputs)
         if self.shape_rule is None:
+            # the first lift found how outputs are shaped and typed: lift again with their dims named so
             self.shape_rule = lifted.shape_rule
-            shapes_now = {o: self.out_shape(o, inputs) for o in self.outs if o not in lifted.inout}
-            if any(shapes_now[o] != lifted.out_shapes[o] for o in shapes_now):
+            self.natural = lifted.natural
+            if any(isinstance(r, tuple) for rule in self.shape_rule.values() for r in rule) or \
+                    any(self.out_dtype(o, inputs) != lifted.out_dtypes[o] for o in self.natural):
                 lifted = self._lift(inputs)
         if self.inout is None:
             self.inout = lifted.inout
@@ -270,11 +282,12 @@ class KernelSpec:
         for p, a in arrays.items():
             dt = _dtype_name(a)
             if p in self.outs and p not in inputs:
-                r = rule.get(p)
-                shape = tuple(E.dim(r[d][0], r[d][1], n) if r and isinstance(r[d], tuple) else E.const(n)
+                r = rule.get(p) or ()
+                shape = tuple(E.dim(r[d][0], r[d][1], n) if d < len(r) and isinstance(r[d], tuple) and
+                              r[d][0] in inputs and tuple(inputs[r[d][0]].shape)[r[d][1]] == n else E.const(n)
                               for d, n in enumerate(a.shape))
             else:
-                shape = tuple(E.dim(p, d, n) for d, n in enumerate(np.shape(a)))
+                shape = tuple(E.dim(p, d, n) for d, n in enumerate(a.shape))
             sources[p] = E.Source(p, dt, shape)
         sc = {}
         for p, v in scalars.items():
@@ -303,9 +316,11 @@ class KernelSpec:
             outs[o] = E.Source(fsrc.name, fsrc.dtype, fsrc.shape, fsrc.version, content, fsrc.pos)
         names = [p for p in src.params if (p in inputs and p not in self.outs) or p in inout]
         text, fn = _write(self.name, names, outs, spec, inout)
-        rule = {o: _infer_rule(outs[o], names) for o in self.outs if o not in inout}
+        ins = {p: arrays[p] for p in names if p in arrays}
+        rule = {o: _infer_rule(outs[o], names, ins) for o in self.outs if o not in inout}
+        natural = {o: _natural(arrs[o].stored, ins) for o in self.outs if o not in inout}
         return Lifted(text, fn, names, inout, {o: outs[o].dtype for o in outs},
-                      {o: tuple(E.concrete(s) for s in outs[o].shape) for o in outs}, rule, (block, grid))
+                      {o: tuple(E.concrete(s) for s in outs[o].shape) for o in outs}, rule, (block, grid), natural)
 
 
 class _Shaped:
@@ -351,9 +366,9 @@ def _witness(cond: E.Node, src: E.Source) -> str:
     return "[" + ", ".join(str(int(v)) for v in hits[0]) + "]"
 
 
-def _infer_rule(out: E.Source, names: list) -> list:
-    """Each axis of a write-only output as (parameter, axis) when the lifted code reads a parameter along it at
-    the element's own position, else its size."""
+def _infer_rule(out: E.Source, names: list, arrays: dict) -> list:
+    """Each axis of a write-only output as (parameter, axis): the parameter the lifted code reads along it at the
+    element's own position, else the first input of the output's rank with that size there; else its size."""
     want = {p: d for d, p in enumerate(out.pos)}
     found: dict[int, tuple] = {}
     for x in E.walk(out.content):
@@ -361,27 +376,37 @@ def _infer_rule(out: E.Source, names: list) -> list:
             for ax, c in enumerate(x.idx):
                 if c in want and want[c] not in found:
                     found[want[c]] = (x.src.name, ax)
-    return [found.get(d, E.concrete(s)) for d, s in enumerate(out.shape)]
+    rule = []
+    for d, s in enumerate(out.shape):
+        if d not in found:
+            n = E.concrete(s)
+            found[d] = next(((p, d) for p, a in arrays.items() if len(a.shape) == len(out.shape) and
+                             a.shape[d] == n), n)
+        rule.append(found[d])
+    return rule
+
+
+def _natural(stored: list, arrays: dict) -> str:
+    """The type of an output the caller does not pass: that of the values stored (numpy's promotion); for
+    literals only, the inputs' float type."""
+    strong = [dt for dt, weak in stored if not weak]
+    if strong:
+        out = np.dtype(strong[0])
+        for dt in strong[1:]:
+            out = np.promote_types(out, dt)
+        return out.name
+    kinds = {np.dtype(dt).kind for dt, _ in stored}
+    if "f" in kinds:
+        return next((_dtype_name(a) for a in arrays.values() if np.dtype(_dtype_name(a)).kind == "f"), "float32")
+    if kinds & {"i", "u"}:
+        return "int64"
+    return "bool"
 
 
 def _write(name: str, params: list, outs: dict, spec: Specialization, inout: list) -> tuple[str, Callable]:
-    em = Emitter(name, spec.negative_loads, spec.kernel)
+    em = Emitter(name, spec.negative_loads, spec.kernel, params)
     em.count_uses([s.content for s in outs.values()])
-    results = []
-    for s in outs.values():
-        lt = em.value(s.content)
-        full = tuple(sorted(s.pos, key=canon))
-        code = em.align(lt, full) if not lt.scalar else lt.code
-        shape = "(" + "".join(f"{em.int_code(d)}, " for d in s.shape) + ")"
-        if lt.scalar:
-            code = f"xb.full({shape}, {code}, {s.dtype!r})"
-        else:
-            if lt.dtype != s.dtype:
-                code = f"{code}.astype({s.dtype!r})" if code.isidentifier() or code.endswith(")") else \
-                    f"({code}).astype({s.dtype!r})"
-            if set(lt.axes) != set(full):
-                code = f"xb.broadcast_to({code}, {shape})"
-        results.append(code)
+    results = [em.whole(s, s.content) for s in outs.values()]
     body = list(em.lines)
     if len(results) == 1:
         body.append(f"return {results[0]}")
@@ -576,8 +601,12 @@ def from_cuda(kernel, out, *, shape=None, dtype=None, init=None, block=None, gri
     first = ks.specialize(_lift_inputs(ex, ks))
     for o in first.inout:
         if o not in ex:
-            raise ArgumentError(f"{ks.src.name} reads {o} before writing it, so the operator takes it as an input: "
-                                "include it in example=", hint=f"or pass init= (what {o} holds before the launch)")
+            if example is not None:
+                raise ArgumentError(f"{ks.src.name} reads {o} before writing it, so the operator takes it as an "
+                                    "input: include it in example=",
+                                    hint=f"or pass init= (what {o} holds before the launch)")
+            ex[o] = np.random.default_rng(seed + 1).standard_normal(first.out_shapes[o]).astype(
+                first.out_dtypes[o])
     op_params = [p for p in params if p not in ks.outs or p in first.inout]
     statics = {p for p in op_params if p not in ks.usage.ranks and p not in ks.float_scalars and
                not isinstance(ex.get(p), np.ndarray)}

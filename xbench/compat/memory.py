@@ -48,10 +48,11 @@ class GlobalArray:
     versions: list[E.Source] = field(default_factory=list)
     read_v0: bool = False             # the kernel reads what the caller passed (an in-out argument)
     written: bool = False
+    stored: list = field(default_factory=list)    # (dtype, weak) of each value stored, before the store's cast
 
     def clone(self) -> GlobalArray:
         return GlobalArray(self.name, self.dtype, self.shape, self.v0, self.current, list(self.pending),
-                           list(self.reads), list(self.versions), self.read_v0, self.written)
+                           list(self.reads), list(self.versions), self.read_v0, self.written, list(self.stored))
 
 
 @dataclass
@@ -154,12 +155,19 @@ def commit(arr: GlobalArray, init, kernel) -> None:
     n = len(arr.versions) + 1
     pos = tuple(E.Sym(f"{arr.name}_{d}", "pos", E.concrete(s), s, axis=d) for d, s in enumerate(arr.shape))
     if arr.current is arr.v0:
-        old = E.load(arr.v0, pos) if arr.read_v0 or init is not None else E.unwritten(arr.v0, arr.name, arr.dtype)
+        if init is not None:
+            old = E.cast(E.const(init), arr.dtype)
+        elif arr.read_v0:
+            old = E.load(arr.v0, pos)
+        else:
+            old = E.unwritten(arr.v0, arr.name, arr.dtype)
     else:
         old = E.subst(arr.current.content, dict(zip(arr.current.pos, pos)))
     content = old
     for w in arr.pending:
         content = _apply(content, w, pos, arr, kernel)
+    from .simplify import simplify
+    content = simplify(content)
     src = E.Source(arr.name, arr.dtype, arr.shape, n, content, pos)
     arr.versions.append(src)
     arr.current = src
@@ -200,7 +208,8 @@ def _apply(content: E.Node, w: Write, pos, arr: GlobalArray, kernel) -> E.Node:
         value = E.neg(value)
     term = E.select(cond, value, E.identity(kind, arr.dtype))
     for c in sorted(free, key=lambda s: s.order):
-        term = E.reduce_(kind, c, term)
+        r = E.Sym(c.name, "red", coord_extent(c))
+        term = E.reduce_(kind, r, E.subst(term, {c: r}))
     if kind == "sum":
         return E.add(content, term)
     return E.binary(kind, content, term)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from . import expr as E
 
+REROLL_MIN = 4              # a sum of this many loads at evenly spaced offsets is written as a reduction
+
 
 def simplify(n: E.Node, ranges: dict | None = None) -> E.Node:
     return _Simp().run(n, ranges or {})
@@ -32,7 +34,8 @@ class _Simp:
                 return self.run(n.a, ranges)
             if d is False:
                 return self.run(n.b, ranges)
-            a = self.run(n.a, E.refine(ranges, c))
+            ra = E.refine(ranges, c)
+            a = self.run(_pinned(n.a, ra), ra)
             b = self.run(n.b, E.refine(ranges, c, False))
             return E.select(c, a, b)
         if isinstance(n, E.Bin) and n.op in E.COMPARE:
@@ -46,6 +49,23 @@ class _Simp:
             return E.logical(n.op, a, b)
         if isinstance(n, E.Reduce):
             return self.reduce(n, ranges)
+        if isinstance(n, E.Bin) and n.op == "add":
+            terms = [self.run(t, ranges) for t in _add_terms(n, n.dtype)]
+            if len(terms) >= REROLL_MIN:
+                terms = _reroll(terms)
+            out = terms[0]
+            for t in terms[1:]:
+                out = E.add(out, t)
+            return out
+        if isinstance(n, E.Lin) and len(n.terms) >= REROLL_MIN:
+            by_coef: dict[int, list] = {}
+            for t, k in n.terms:
+                by_coef.setdefault(k, []).append(self.run(t, ranges))
+            out = E.const(n.const, n.dtype)
+            for k, ts in by_coef.items():
+                for t in _reroll(ts) if len(ts) >= REROLL_MIN else ts:
+                    out = E.add(out, E.mul(t, E.const(k)))
+            return out
         kids = n.children()
         if not kids:
             return n
@@ -158,3 +178,69 @@ def unwritten_paths(n: E.Node):
 
     go(n, E.TRUE, set())
     return out
+
+
+def _add_terms(n: E.Node, dtype: str) -> list[E.Node]:
+    if isinstance(n, E.Bin) and n.op == "add" and n.dtype == dtype:
+        return _add_terms(n.a, dtype) + _add_terms(n.b, dtype)
+    return [n]
+
+
+def _pattern(t: E.Node):
+    cast = None
+    x = t
+    if isinstance(x, E.Cast):
+        cast, x = (x.dtype, x.weak), x.a
+    if not isinstance(x, E.Load):
+        return None
+    bases, consts = [], []
+    for c in x.idx:
+        terms, c0 = E._lin_parts(c)
+        bases.append(E.lin(terms, 0))
+        consts.append(c0)
+    return (cast, id(x.src), tuple(b.uid for b in bases)), tuple(consts), x, bases, cast
+
+
+def _reroll(terms: list[E.Node]) -> list[E.Node]:
+    """Loads of one array at evenly spaced offsets along one index, summed (an unrolled loop, a reduction tree
+    written out), as one reduction over that index."""
+    groups: dict = {}
+    for i, t in enumerate(terms):
+        p = _pattern(t)
+        if p is not None:
+            groups.setdefault(p[0], []).append((i, p))
+    drop: set[int] = set()
+    extra = []
+    for members in groups.values():
+        if len(members) < REROLL_MIN:
+            continue
+        consts = [m[1][1] for m in members]
+        vary = [d for d in range(len(consts[0])) if len({c[d] for c in consts}) > 1]
+        if len(vary) != 1:
+            continue
+        d = vary[0]
+        offs = sorted(c[d] for c in consts)
+        step = offs[1] - offs[0]
+        if step <= 0 or any(b - a != step for a, b in zip(offs, offs[1:])):
+            continue
+        _, _, load, bases, cast = members[0][1]
+        r = E.Sym("r", "red", len(offs))
+        idx = list(load.idx)
+        idx[d] = E.add(bases[d], E.add(E.const(offs[0]), E.mul(r, E.const(step))))
+        for dd in range(len(idx)):
+            if dd != d:
+                idx[dd] = E.add(bases[dd], E.const(consts[0][dd]))
+        body = E.load(load.src, tuple(idx), load.line)
+        if cast is not None:
+            body = E.cast(body, *cast)
+        extra.append(E.reduce_("sum", r, body))
+        drop |= {m[0] for m in members}
+    if not extra:
+        return terms
+    return [t for i, t in enumerate(terms) if i not in drop] + extra
+
+
+def _pinned(n: E.Node, ranges: dict) -> E.Node:
+    """n with each variable the ranges fix to one value replaced by it (where(i == 0, f(i), ...) -> f(0))."""
+    m = {v: E.const(lo) for v, (lo, hi) in ranges.items() if lo is not None and lo == hi and v in n.free}
+    return E.subst(n, m) if m else n

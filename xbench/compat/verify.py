@@ -82,6 +82,8 @@ def synthesize(spec, seed: int = 0) -> dict:
         n = max(3, min(tile + 3, 2 * tile - 1)) if rank > 1 else max(n, tile + 5)
     out = {}
     for p in spec.src.params:
+        if p in spec.outs:
+            continue                 # shaped by the lifting; added when the kernel reads it (an in-out array)
         if p in u.ranks:
             shape = (n,) * u.ranks[p]
             if p in u.index_arrays:
