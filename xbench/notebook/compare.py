@@ -35,12 +35,11 @@ STYLE = """<style>
 .xb-cmp .xb-stmt:hover { background: var(--jp-layout-color2, #eee); }
 .xb-cmp .xb-stmt-text { white-space: pre-wrap; overflow-wrap: anywhere; }
 .xb-cmp .xb-stmt-where { white-space: nowrap; color: var(--jp-ui-font-color2, #666); font-size: 11px; }
-.xb-cmp .xb-radio:checked + .xb-stmt { background: var(--jp-brand-color3, #bbdefb);
+.xb-cmp .xb-radio:checked + .xb-stmt { background: rgba(33, 150, 243, 0.22);
   outline: 1px solid var(--jp-brand-color1, #1976d2); }
 .xb-cmp .xb-cols { display: grid; gap: 8px; }
 .xb-cmp .xb-col { min-width: 0; }
 .xb-cmp .xb-col-title { font-weight: 600; margin: 0 0 2px; }
-.xb-cmp .xb-hit { background: var(--jp-brand-color3, #bbdefb); outline: 1px solid var(--jp-brand-color1, #1976d2); }
 </style>"""
 
 
@@ -110,8 +109,7 @@ def compare_html(program: Any, backends: Mapping[str, Sequence[Any]], uid: str |
     stmts = statements(program)
     maps = {b: line_map(stmts, ks) for b, ks in backends.items()}
     rules = [f"#xb-cmp-{uid}:has(#xb-cmp-{uid}-{s.sid}:checked) .xb-m-{s.sid} {{ background: "
-             f"var(--jp-brand-color3, #bbdefb); outline: 1px solid var(--jp-brand-color1, #1976d2); }}"
-             for s in stmts]
+             f"rgba(33, 150, 243, 0.22); outline: 1px solid var(--jp-brand-color1, #1976d2); }}" for s in stmts]
     out = [STYLE, f"<style>{''.join(rules)}</style>", f"<div class='xb-cmp' id='xb-cmp-{uid}'>",
            "<div class='xb-stmts'>"]
     kernel = None

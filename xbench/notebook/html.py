@@ -36,7 +36,8 @@ def _token_rules() -> str:
 
 
 STYLE = f"""<style>
-.xb-view {{ color: var(--jp-ui-font-color1, #1f1f1f); font-size: 12px; max-width: 100%; box-sizing: border-box; }}
+.xb-view {{ color: var(--jp-ui-font-color1, #1f1f1f); font-size: 12px; line-height: 1.4; max-width: 100%;
+  box-sizing: border-box; }}
 .xb-view * {{ box-sizing: border-box; }}
 .xb-title {{ font-weight: 600; margin: 2px 0 6px; overflow-wrap: anywhere; }}
 .xb-table {{ border-collapse: collapse; margin: 2px 0 8px; max-width: 100%; }}
@@ -49,13 +50,17 @@ STYLE = f"""<style>
 .xb-pass {{ color: var(--jp-success-color1, #1a7f37); }}
 .xb-fail {{ color: var(--jp-error-color1, #cf222e); }}
 .xb-error {{ color: var(--jp-warn-color1, #9a6700); }}
-.xb-code {{ white-space: pre-wrap; overflow-wrap: anywhere; word-break: normal; margin: 0 0 8px; padding: 6px 8px;
+.xb-view pre.xb-code {{ white-space: pre-wrap; overflow-wrap: anywhere; word-break: normal; overflow: visible;
+  margin: 0 0 8px; padding: 6px 8px;
   font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.4;
   color: var(--jp-content-font-color1, #1f1f1f); background: var(--jp-cell-editor-background, #f7f7f7);
   border: 1px solid var(--jp-border-color2, #ddd); border-radius: 2px; }}
 .xb-code .xb-line {{ display: block; padding-left: 2ch; text-indent: -2ch; }}
 .xb-message {{ white-space: pre-wrap; overflow-wrap: anywhere; color: var(--jp-error-color1, #cf222e); }}
 .xb-view h4 {{ margin: 10px 0 4px; font-size: 12px; }}
+.xb-cards {{ display: flex; flex-wrap: wrap; gap: 4px 24px; align-items: flex-start; }}
+.xb-cards > div {{ flex: 0 1 auto; max-width: 100%; min-width: 0; }}
+.xb-cards td:first-child {{ white-space: normal; }}
 .xb-view details > summary {{ cursor: pointer; font-weight: 600; }}
 .xb-roofline svg {{ display: block; }}
 .xb-roofline {{ color: var(--jp-ui-font-color1, #1f1f1f); max-width: 100%; }}

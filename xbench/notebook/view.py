@@ -119,8 +119,15 @@ def resource_tables(result: OperatorResult) -> list[tuple[str, list[str], list[l
 
 
 def resources_html(result: OperatorResult) -> str:
-    tables = resource_tables(result)
-    return "".join(f"<h4>{H.esc(t)}</h4>{H.table(h, rows)}" for t, h, rows in tables) or "<p>no backend compiled</p>"
+    """A column per backend (side by side where the cell is wide enough), each with its tables."""
+    from ..profile.resources import resource_tables as tables
+    cards = []
+    for name, r in result.backends.items():
+        if r.artifact is None:
+            continue
+        body = "".join(f"<h4>{H.esc(t)}</h4>{H.table(h, rows)}" for t, h, rows in tables(name, r.artifact))
+        cards.append(f"<div data-backend='{H.esc(name)}'>{body}</div>")
+    return f"<div class='xb-cards'>{''.join(cards)}</div>" if cards else "<p>no backend compiled</p>"
 
 
 def metrics_html(profile: ProfileResult | None) -> str:
@@ -196,7 +203,7 @@ class RooflinePane:
                                       style={"button_width": "auto"})
         self.chart = W.HTML(H.view(roofline_html(profile.roofline_svg or "")))
         self.picker.observe(self._pick, names="value")
-        self.widget = W.VBox([self.picker, self.chart], layout=W.Layout(width="100%"))
+        self.widget = W.VBox([self.picker, self.chart])
         self._svgs: dict[str, str] = {str(self.picker.value): profile.roofline_svg or ""}
 
     def _pick(self, change: Any) -> None:
@@ -222,17 +229,17 @@ class OperatorView:
             self.panes[key] = widget
             children.append(widget)
         titles = [TITLES.get(k, k) for k in self.keys]
-        self.tab = W.Tab(children=children, titles=titles, layout=W.Layout(width="100%"))
+        self.tab = W.Tab(children=children, titles=titles)
         self.tab.selected_index = self.keys.index(show) if show in self.keys else 0
         self.header = W.HTML(H.view(f"<div class='xb-title'>{H.esc(header_text(result))}</div>"))
-        self.widget = W.VBox([self.header, self.tab], layout=W.Layout(width="100%"))
+        self.widget = W.VBox([self.header, self.tab])
         self.widget.add_class("xb-operator")
 
     def _panes(self) -> list[tuple[str, W.Widget]]:
         r = self.result
 
         def pane(body: str) -> W.HTML:
-            return W.HTML(H.view(body), layout=W.Layout(width="100%"))
+            return W.HTML(H.view(body))
 
         panes: list[tuple[str, W.Widget]] = [("summary", pane(summary_html(r)))]
         panes.append(("ir", pane(ir_html(r))))
@@ -273,9 +280,8 @@ class CellView:
         if len(self.views) == 1:
             parts.append(self.views[0].widget)
         elif self.views:
-            parts.append(W.Tab(children=[v.widget for v in self.views], titles=[r.op.name for r in results],
-                               layout=W.Layout(width="100%")))
-        self.widget = W.VBox(parts, layout=W.Layout(width="100%"))
+            parts.append(W.Tab(children=[v.widget for v in self.views], titles=[r.op.name for r in results]))
+        self.widget = W.VBox(parts)
 
     # ---- fallbacks -----------------------------------------------------------------------------------------
     def text(self) -> str:

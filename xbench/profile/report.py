@@ -312,7 +312,8 @@ class Report:
                f"<code>{e(self.shapes)}</code> &middot; {len(self.records)} metrics</div>"]
         for where, ms in self.groups().items():
             out.append(f"<details open class='xb-group' data-where='{e(where)}'><summary>"
-                       f"{e(self.group_title(where, ms))}</summary><table class='xb-metrics'><thead><tr>"
+                       f"{e(self.group_title(where, ms))}</summary><table class='xb-metrics'><colgroup><col class='xb-c1'>"
+                       "<col class='xb-c2'><col class='xb-c3'><col></colgroup><thead><tr>"
                        "<th>metric</th><th class='xb-num'>value</th><th>source</th><th>note</th></tr></thead><tbody>")
             for m in ms:
                 cls = "" if m.available else " class='xb-na'"
@@ -338,9 +339,13 @@ REPORT_STYLE = """<style>
 .xb-report details.xb-group > summary { cursor: pointer; padding: 3px 8px; font-weight: 600;
   background: var(--jp-layout-color2, #f3f3f3); }
 .xb-report table.xb-metrics { border-collapse: collapse; width: 100%; table-layout: auto; }
+.xb-report table.xb-metrics col.xb-c1 { width: 24%; } .xb-report table.xb-metrics col.xb-c2 { width: 16%; }
+.xb-report table.xb-metrics col.xb-c3 { width: 10%; }
+.xb-report table.xb-metrics td:first-child { overflow-wrap: anywhere; }
 .xb-report table.xb-metrics th, .xb-report table.xb-metrics td { text-align: left; padding: 2px 8px;
   vertical-align: top; border-top: 1px solid var(--jp-border-color3, #eee); }
-.xb-report .xb-num { white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums; }
+.xb-report table.xb-metrics .xb-num { white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums;
+  padding-right: 16px; }
 .xb-report td.xb-note { overflow-wrap: anywhere; color: var(--jp-ui-font-color2, #555); }
 .xb-report tr.xb-na td { color: var(--jp-ui-font-color3, #888); }
 .xb-report .xb-per { font-size: 11px; color: var(--jp-ui-font-color2, #555); }
