@@ -14,9 +14,9 @@ import numpy as np
 
 from . import expr as E
 from .errors import NotSymbolic
-from .interp import ArrayRef, Frame, LocalRef, Poison, SharedRef
 from .memory import SharedArray, Write, commit
 from .source import source_of
+from .values import ArrayRef, Frame, LocalRef, Poison, SharedRef
 
 
 @dataclass(frozen=True)
