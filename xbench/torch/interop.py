@@ -40,7 +40,7 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 def from_numpy(a: np.ndarray) -> torch.Tensor:
     """A tensor over the array's memory (copied only where numpy's layout cannot be shared)."""
     if not a.flags.c_contiguous or not a.flags.writeable:
-        a = np.ascontiguousarray(a).copy() if not a.flags.writeable else np.ascontiguousarray(a)
+        a = np.array(a, order="C")             # torch wants writeable memory; np.array keeps 0-d arrays 0-d
     if a.dtype == D.to_numpy("bfloat16"):
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(a)

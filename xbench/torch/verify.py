@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.fx as fx
 
@@ -92,8 +91,8 @@ def _run_torch(node: fx.Node, values: dict, gm: fx.GraphModule):
     return out
 
 
-def locate(op: GraphOp, gm: fx.GraphModule, args, arrays) -> list[OpCheck]:
-    """Every op's own check, in graph order (see the module's docstring)."""
+def locate(op: GraphOp, gm: fx.GraphModule, args, arrays) -> tuple[list[OpCheck], dict[fx.Node, torch.Tensor]]:
+    """Every op's own check, in graph order (see the module's docstring), and xbench's value of each op."""
     dbg = getattr(op, "_debug", None)
     if dbg is None:
         g, nodes = debug_graph(gm)
@@ -105,7 +104,7 @@ def locate(op: GraphOp, gm: fx.GraphModule, args, arrays) -> list[OpCheck]:
     by_name = {n.name: n for n in gm.graph.nodes}
     for (kind, v), n in zip(c.plan, nodes):
         if kind == "xb":
-            xb_vals[by_name[n.name]] = from_numpy(np.ascontiguousarray(outs[v]))
+            xb_vals[by_name[n.name]] = from_numpy(outs[v])
         elif kind == "input":
             xb_vals[by_name[n.name]] = args[v]
     values: dict[fx.Node, object] = {}
@@ -137,7 +136,7 @@ def locate(op: GraphOp, gm: fx.GraphModule, args, arrays) -> list[OpCheck]:
             values[n] = xb_vals[n]
         else:
             values[n] = _run_torch(n, values, gm)
-    return checks
+    return checks, xb_vals
 
 
 def _call_of(args, arrays) -> list:
@@ -153,7 +152,8 @@ def _call_of(args, arrays) -> list:
 
 
 class Checked:
-    """A graph operator that checks every call against torch eager (`options={"verify": True}`)."""
+    """A graph operator that checks every call (`options={"verify": True}`): each op on its own against torch
+    (`locate`), then the fused program's outputs against those of its ops computed one by one."""
 
     def __init__(self, op: GraphOp, gm: fx.GraphModule):
         self.op, self.gm = op, gm
@@ -163,13 +163,9 @@ class Checked:
     def __call__(self, *args):
         call, arrays = self.op.arguments(args)
         c = self.op.compiled(args, call)
-        outs = c.artifact.run(*arrays)
-        got = self.op.assemble(c, outs, args)
-        if not self.op.random and self._agrees(got, args, c):
-            return got
-        checks = locate(self.op, self.gm, args, arrays)
-        self.checks = checks
-        bad = next((ch for ch in checks if not ch.ok), None)
+        got = self.op.assemble(c, c.artifact.run(*arrays), args)
+        self.checks, values = locate(self.op, self.gm, args, arrays)
+        bad = next((ch for ch in self.checks if not ch.ok), None)
         if bad is not None:
             raise VerificationError(
                 f"{self.op.name}: {bad.op} ({bad.node}) on {bad.shapes} differs from torch beyond the tolerance "
@@ -177,18 +173,27 @@ class Checked:
                 hint=f"this op's xbench lowering is wrong for these inputs: compile with "
                      f"options={{'fallback_ops': ['{bad.op}']}} to keep it on torch, and report it",
                 loc=_loc(bad.where))
+        self._fused_agrees(got, values, c)
         return got
 
-    def _agrees(self, got, args, c) -> bool:
-        want = self.gm(*args)
-        want = list(want) if isinstance(want, (list, tuple)) else [want]
-        k = reduction_length(c.program.graph)
-        for g, w in zip(got, want):
-            if isinstance(g, torch.Tensor) and isinstance(w, torch.Tensor):
-                dtype = xb_dtype(g.dtype)
-                if not compare(to_numpy(g), to_numpy(w), dtype=dtype, reduction=k, klass=op_class(c.program.graph)):
-                    return False
-        return True
+    def _fused_agrees(self, got, values: dict, c) -> None:
+        outs = self.output.args[0]
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        k, klass = reduction_length(c.program.graph), op_class(c.program.graph)
+        by_name = {n.name: n for n in values}
+        for node, g in zip(outs, got):
+            ref = by_name.get(getattr(node, "name", None))
+            if ref is None or not isinstance(g, torch.Tensor) or is_random(ref):
+                continue
+            cmp = compare(to_numpy(g), to_numpy(values[ref]), dtype=xb_dtype(g.dtype), reduction=k, klass=klass)
+            if not cmp:
+                kernels = ", ".join(f"{kk.name} ({'+'.join(kk.origin[:6])})" for kk in c.program.kernels
+                                    if node.name in str(kk.origin))
+                raise VerificationError(
+                    f"{self.op.name}: output {node.name} of the fused program differs from its ops computed one by "
+                    f"one (each checked against torch): {cmp.message}",
+                    hint="a fusion bug: compile with options={'verify': True} and report the graph" +
+                         (f" (kernels {kernels})" if kernels else ""))
 
 
 def _loc(where: str):
