@@ -54,7 +54,7 @@ class CompressionState:
     the bytes the model says each call sends (`bytes_sent`) and of calls."""
 
     def __init__(self, scheme: str = "int4", form: str = "two-phase", error_feedback: bool = True,
-                 group: Any = None, backend: str = "cpu", block: int = codec.BLOCK):
+                 group: Any = None, backend: str = "cpu", block: int = codec.BLOCK, groups: tuple | None = None):
         self.scheme = scheme_name(scheme)
         self.form = form_name(form)
         if self.form == "ring" and self.scheme not in ("fp32", "fp16"):
@@ -65,11 +65,11 @@ class CompressionState:
         self.error_feedback = bool(error_feedback) and self.scheme != "fp32"
         self.backend = backend
         self.block = block
-        ranks = list(range(dist.get_world_size())) if group is None else dist.get_process_group_ranks(group)
-        self.world = len(ranks)
+        self.world = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
-        # one process group per phase: collectives started from callbacks never interleave with new buckets'
-        self.groups = (dist.new_group(ranks), dist.new_group(ranks))
+        # one process group per phase: collectives started from callbacks never interleave with new buckets'.
+        # `groups` (two groups over the same ranks, from `phase_groups`) may be shared by states used one at a time
+        self.groups = groups or phase_groups(group)
         self.issuer = OrderedIssuer()
         self.residual: dict[Any, torch.Tensor] = {}
         self.owner_residual: dict[Any, torch.Tensor] = {}
@@ -271,6 +271,12 @@ class CompressionState:
         def decode(_: Any) -> torch.Tensor:
             return torch.from_numpy(self._sum(self._from_wire(recv).reshape(p, n))).div_(p)
         return then(work_future(work), decode)
+
+
+def phase_groups(group: Any = None) -> tuple:
+    """Two new process groups over the ranks of `group` (collective: every rank calls it)."""
+    ranks = list(range(dist.get_world_size())) if group is None else dist.get_process_group_ranks(group)
+    return dist.new_group(ranks), dist.new_group(ranks)
 
 
 def compression_hook(state: CompressionState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
