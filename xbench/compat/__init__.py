@@ -9,5 +9,7 @@ runs. See docs/migration.md.
 from .errors import LiftError, LiftMismatch
 from .lift import LiftedOperator, from_cuda
 from .original import cuda_mode
+from .report import BackendRun, Migration, MigrationReport, report
 
-__all__ = ["LiftError", "LiftMismatch", "LiftedOperator", "cuda_mode", "from_cuda"]
+__all__ = ["BackendRun", "LiftError", "LiftMismatch", "LiftedOperator", "Migration", "MigrationReport", "cuda_mode",
+           "from_cuda", "report"]

@@ -95,6 +95,33 @@ def analyse(src: KernelSource) -> Usage:
     return u
 
 
+def guess_bindings(src: KernelSource, outs: list) -> dict:
+    """A first reading of how each output is shaped, from the text: an index `i` the kernel stores `out[i, j]` at
+    and also reads `x[i, ...]` at (or bounds by `i < x.shape[0]`) gives out.shape[0] = x.shape[0]."""
+    params = set(src.params)
+    reads: dict[str, tuple] = {}
+    for n in ast.walk(src.tree):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in params - set(outs) \
+                and isinstance(n.ctx, ast.Load):
+            elts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            for ax, e in enumerate(elts):
+                if isinstance(e, ast.Name):
+                    reads.setdefault(e.id, (n.value.id, ax))
+        if isinstance(n, ast.Compare) and isinstance(n.left, ast.Name) and len(n.comparators) == 1:
+            c = n.comparators[0]
+            if isinstance(c, ast.Subscript) and isinstance(c.value, ast.Attribute) and c.value.attr == "shape" and \
+                    isinstance(c.value.value, ast.Name) and c.value.value.id in params - set(outs) and \
+                    isinstance(c.slice, ast.Constant):
+                reads.setdefault(n.left.id, (c.value.value.id, int(c.slice.value)))
+    out = {}
+    for n in ast.walk(src.tree):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in outs and \
+                isinstance(n.ctx, ast.Store):
+            elts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            out.setdefault(n.value.id, [reads.get(e.id) if isinstance(e, ast.Name) else None for e in elts])
+    return out
+
+
 # ---- one specialisation ------------------------------------------------------------------------------------
 
 @dataclass
@@ -150,6 +177,8 @@ class KernelSpec:
         self.usage = analyse(self.src)
         for o in outs:
             self.usage.ranks.setdefault(o, 1)
+        self.bindings = guess_bindings(self.src, outs)
+        self.fallback_shapes: dict = {}           # outputs' shapes when nothing else tells (random examples)
         self.shape = shape
         self.dtype = dtype
         self.init = init
@@ -157,7 +186,7 @@ class KernelSpec:
         self.grid = grid
         self.launch = launch
         self.shape_rule: dict | None = None
-        self.natural: dict | None = None
+        self.naturals: dict = {}                  # input dtypes -> {out: the type of the values it stores}
         self.inout: list | None = None            # fixed by the first specialisation (the signature)
         self.float_scalars: set = set()
         self.cache: dict = {}
@@ -211,9 +240,18 @@ class KernelSpec:
         if rule is not None:
             return tuple(int(tuple(inputs[r[0]].shape)[r[1]]) if isinstance(r, tuple) else int(r) for r in rule)
         rank = self.usage.ranks.get(name, 1)
+        guess = self.bindings.get(name)
+        if guess and len(guess) == rank and all(g is not None and g[0] in inputs and _is_array(inputs[g[0]]) and
+                                                g[1] < inputs[g[0]].ndim for g in guess):
+            return tuple(int(tuple(inputs[g[0]].shape)[g[1]]) for g in guess)
         for v in inputs.values():
             if _is_array(v) and v.ndim == rank:
                 return tuple(v.shape)
+        for v in inputs.values():               # a first guess the lifting corrects (row sums of a matrix)
+            if _is_array(v) and v.ndim > rank:
+                return tuple(v.shape)[:rank]
+        if name in self.fallback_shapes:
+            return self.fallback_shapes[name]
         raise ArgumentError(f"cannot tell the shape of {name} from the inputs",
                             hint="pass shape= to from_cuda (e.g. shape=lambda x: x.shape)")
 
@@ -221,8 +259,9 @@ class KernelSpec:
         dt = self.dtype.get(name) if isinstance(self.dtype, dict) else self.dtype
         if dt is not None:
             return str(D.canonical(dt))
-        if self.natural and name in self.natural:
-            return self.natural[name]
+        natural = self.naturals.get(_dtypes_key(inputs), {})
+        if name in natural:
+            return natural[name]
         rule = (self.shape_rule or {}).get(name)
         if rule:
             for r in rule:
@@ -242,13 +281,18 @@ class KernelSpec:
             self.last = got
             return got
         lifted = self._lift(inputs)
+        again = False
         if self.shape_rule is None:
-            # the first lift found how outputs are shaped and typed: lift again with their dims named so
+            # the first lift found how outputs are shaped: lift again with their dims named as the inputs'
             self.shape_rule = lifted.shape_rule
-            self.natural = lifted.natural
-            if any(isinstance(r, tuple) for rule in self.shape_rule.values() for r in rule) or \
-                    any(self.out_dtype(o, inputs) != lifted.out_dtypes[o] for o in self.natural):
-                lifted = self._lift(inputs)
+            again = any(isinstance(r, tuple) for rule in self.shape_rule.values() for r in rule)
+        dkey = _dtypes_key(inputs)
+        if dkey not in self.naturals:
+            # ... and typed: outputs take the type of the values the kernel stores in them
+            self.naturals[dkey] = lifted.natural
+            again = again or any(lifted.natural[o] != lifted.out_dtypes[o] for o in lifted.natural)
+        if again:
+            lifted = self._lift(inputs)
         if self.inout is None:
             self.inout = lifted.inout
         elif lifted.inout != self.inout:
@@ -542,6 +586,10 @@ def _dtype_name(v) -> str:
     return np.asarray(v).dtype.name
 
 
+def _dtypes_key(inputs: dict) -> tuple:
+    return tuple((k, _dtype_name(v)) for k, v in inputs.items() if isinstance(v, (np.ndarray, Tensor)))
+
+
 def _scalar_key(v):
     if isinstance(v, np.ndarray):
         return ("0d", v.dtype.name)
@@ -587,6 +635,8 @@ def from_cuda(kernel, out, *, shape=None, dtype=None, init=None, block=None, gri
     params = ks.src.params
     if example is None:
         ex = synthesize(ks, seed)
+        n = next((np.shape(v)[0] for v in ex.values() if isinstance(v, np.ndarray)), 16)
+        ks.fallback_shapes = {o: (n,) * ks.usage.ranks.get(o, 1) for o in ks.outs}
     elif isinstance(example, dict):
         ex = dict(example)
     else:
