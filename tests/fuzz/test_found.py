@@ -171,3 +171,20 @@ def test_erf_of_erfinv(backend):
     a = np.array([-1.5, -0.999, 0.3, 0.0], np.float32)
     out = run(erf_of_erfinv, a, backend=backend)[0]
     assert np.isnan(out[0]) and np.allclose(out[1:], [-0.999, 0.3, 0.0], atol=2e-6)
+
+
+@xb.tensor_op
+def first_argmax(a: Tensor):
+    return a + a.argmax(), a.argmin(axis=-1), a.argmax(axis=-2)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argmax_of_ties_is_the_first(backend, dtype):
+    """cuda: an int64 argmax combined its threads' values and positions in one shared array (_red_int64): all
+    zeros gave 17 of 18."""
+    a = np.zeros((1, 1, 9, 2), dtype)
+    a[0, 0, 4] = [3, -3]
+    total, lo, hi = run(first_argmax, a, backend=backend)
+    assert total.tolist() == (a + 8).tolist() and lo.reshape(-1).tolist() == [0, 0, 0, 0, 1, 0, 0, 0, 0]
+    assert hi.tolist() == [[[4, 0]]]

@@ -66,7 +66,8 @@ def _length(e) -> int:
 
 def _perturb(sign: float):
     """Each computed float moved by the error the tolerance table allows that one equation (relative, and
-    relative to the largest magnitude it computed), up or down by a hash of the value."""
+    relative to the largest magnitude it computed), up or down by a hash of the value; NaN gets the sign of the
+    direction."""
     def hook(e, v, o: np.ndarray) -> np.ndarray:
         if not is_float(v.dtype) or e.prim.name not in COMPUTING:
             return o
@@ -77,7 +78,9 @@ def _perturb(sign: float):
         with np.errstate(over="ignore", invalid="ignore"):
             h = _hash_unit(o)
             p = o * (1.0 + sign * rtol * h) + sign * rtol * scale * (h - 0.5)
-        return np.where(finite, p, o)
+        # a NaN's sign bit is no answer (x86's inf - inf sets it): the variants make every NaN negative and
+        # positive, so what reads one (signbit, copysign) is not judged
+        return np.where(finite, p, np.where(np.isnan(o), np.copysign(np.nan, sign), o))
     return hook
 
 

@@ -30,11 +30,12 @@ try:
 except ImportError:  # pragma: no cover
     mathlib = None
 
-# Fast math is reassociation (vectorised sums) and approximate library calls only. With nsz as well, LLVM's
-# Reassociate pass cancels `(x + 1) - (x + 1)` to 0 (so isfinite(x + 1) held for NaN and `s - s` was 0 for an
-# infinite sum); arcp turns `x / s` into `x * (1 / s)`, infinite for a subnormal s; contract fuses a * b + c
-# differently where a value is computed twice (a reduction and its epilogue), so `v - v.max()` could be > 0.
-FASTMATH = '{"afn", "reassoc"}'
+# Fast math is reassociation only (vectorised sums). With nsz as well, LLVM's Reassociate pass cancels
+# `(x + 1) - (x + 1)` to 0 (so isfinite(x + 1) held for NaN and `s - s` was 0 for an infinite sum); arcp turns
+# `x / s` into `x * (1 / s)`, infinite for a subnormal s; contract fuses a * b + c differently where a value is
+# computed twice (a reduction and its epilogue), so `v - v.max()` could be > 0; afn computes `x ** -1.5` from a
+# reciprocal square root estimate, NaN at 0 and inf.
+FASTMATH = '{"reassoc"}'
 SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loops
 
 

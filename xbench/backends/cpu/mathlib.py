@@ -25,7 +25,7 @@ Numerics, for every function:
   coefficients rounded one at a time to the target precision, each rounding followed by a refit of the
   remaining ones). ``_COEFFS`` is its output pasted in; ``tests/cpu/test_mathlib.py`` checks that
   ``_fit()`` reproduces it.
-* Fast-math: the generated kernels use ``FLAGS`` (reassoc and afn; never nnan/ninf, nsz, arcp or contract),
+* Fast-math: the generated kernels use ``FLAGS`` (reassoc only; never nnan/ninf, nsz, arcp, contract or afn),
   and the helpers are inlined with those flags. Orderings that matter are pinned with ``fmuladd``
   (LLVM's IR passes do not reassociate through an intrinsic call; its x86 backend does move a term
   added to an fma chain into the chain's innermost product, so no sum that matters is written that
@@ -90,7 +90,7 @@ __all__ = [
     "wrapping_sub",
 ]
 
-FLAGS: frozenset[str] = frozenset({"afn", "reassoc"})         # as the kernels' (codegen.FASTMATH)
+FLAGS: frozenset[str] = frozenset({"reassoc"})                # as the kernels' (codegen.FASTMATH)
 
 
 # --------------------------------------------------------------------------------------------------

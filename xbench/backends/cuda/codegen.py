@@ -1014,7 +1014,7 @@ class BodyWriter(ABC):
         red = self.red_array(dt)
         src(f"{red}[_tid] = {acc}")
         if arg:
-            redi = self.red_array("int64")
+            redi = self.red_array("int64", "index")
             src(f"{redi}[_tid] = {index_local}")
         src("cuda.syncthreads()")
         src(f"_s = {self.T // 2}")
@@ -1043,8 +1043,10 @@ class BodyWriter(ABC):
         src("cuda.syncthreads()")
         return True
 
-    def red_array(self, dt: str) -> str:
-        name = f"_red_{dt}"
+    def red_array(self, dt: str, role: str = "") -> str:
+        """The block's shared scratch for combining `dt` values across threads (`role` "index": argmax's
+        positions, apart from int64 values)."""
+        name = f"_red_{dt}{'_' + role if role else ''}"
         if not any(a.name == name for a in self.shared):
             self.shared.append(SharedArray(name, (self.block_threads,), dt))
         return name
