@@ -379,7 +379,9 @@ def _check_written(name: str, content: E.Node, src: E.Source, kernel: KernelSour
     for un, cond in unwritten_paths(content):
         where = _witness(cond, src)
         if un.src is not None and isinstance(un.src, E.Source):
-            raise LiftError(f"the kernel leaves {name}{where} unwritten (no thread stores there), so the result "
+            what = f"{name}{where}" if where else f"elements of {name}" + (" (which, the data decide)"
+                                                                             if cond.data else "")
+            raise LiftError(f"the kernel leaves {what} unwritten (no thread stores there), so the result "
                             "would be whatever the array held before the launch", kernel.tree.lineno, kernel,
                             construct="output not fully written",
                             hint="pass init=<value> to from_cuda (what the array holds before the launch), or make "
