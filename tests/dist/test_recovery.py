@@ -12,9 +12,13 @@ pytestmark = pytest.mark.timeout(400)
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    plain = run_job(tmp_path_factory.mktemp("plain"), steps=12, every=4, timeout=150)
-    killed = run_job(tmp_path_factory.mktemp("killed"), steps=12, every=4, kill_rank=1, kill_at=6, timeout=150)
-    return plain, killed
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:        # two torchrun jobs side by side: most of their time is start-up
+        plain = pool.submit(run_job, tmp_path_factory.mktemp("plain"), steps=12, every=4, timeout=200)
+        killed = pool.submit(run_job, tmp_path_factory.mktemp("killed"), steps=12, every=4, kill_rank=1,
+                             kill_at=6, timeout=200)
+        return plain.result(), killed.result()
 
 
 def test_both_finish(runs):
