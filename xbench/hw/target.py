@@ -12,6 +12,13 @@ or `measured <date>`.
     >>> [m.name for m in t.memory_levels]
     ['l1', 'l2', 'hbm']
     >>> t.bandwidth("hbm"), t.source("memory.hbm.bandwidth_bytes_per_s")
+
+Target packages: an installed package adds targets by naming, under the entry-point group `xbench.targets`, a
+folder of such TOML files (a path, or a function returning one or a list of paths). They are checked like the
+built-in ones (every number with its source); a name the built-in targets already use is refused with a warning.
+
+    [project.entry-points."xbench.targets"]
+    example = "xbench_example:targets"
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ import numpy as np
 
 TARGETS_DIR = Path(__file__).parent / "targets"
 LOCAL_CPU = "cpu-local"
+PLUGIN_GROUP = "xbench.targets"
 
 KINDS = ("gpu", "npu", "cpu")
 UNITS = ("vector", "tensor")
@@ -459,13 +467,46 @@ def load_target_file(path: str | Path) -> Target:
 
 
 def list_targets() -> list[str]:
-    """Names accepted by `get_target`: the data files plus 'cpu-local' (calibrated on first use)."""
-    return sorted([p.stem for p in TARGETS_DIR.glob("*.toml")] + [LOCAL_CPU])
+    """Names accepted by `get_target`: the data files (built in and from target packages) plus 'cpu-local'
+    (calibrated on first use)."""
+    return sorted([p.stem for p in TARGETS_DIR.glob("*.toml")] + list(plugin_targets()) + [LOCAL_CPU])
+
+
+def plugin_targets(eps=None) -> dict[str, tuple[Path, str]]:
+    """Target files from the packages installed under `xbench.targets` (or the entry points given):
+    {name: (file, package)}. A package that fails to load, or names a built-in target, is skipped with a warning."""
+    import warnings
+    if eps is None:
+        from importlib.metadata import entry_points
+        eps = entry_points(group=PLUGIN_GROUP)
+    builtin = {p.stem for p in TARGETS_DIR.glob("*.toml")} | {LOCAL_CPU}
+    out: dict[str, tuple[Path, str]] = {}
+    for ep in eps:
+        dist = getattr(getattr(ep, "dist", None), "name", None) or ep.name
+        try:
+            obj = ep.load()
+            paths = obj() if callable(obj) else obj
+            paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        except Exception as exc:
+            warnings.warn(f"xbench target package {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: "
+                          f"{exc}", RuntimeWarning, stacklevel=2)
+            continue
+        for p in map(Path, paths):
+            for f in sorted(p.glob("*.toml")) if p.is_dir() else [p]:
+                if f.stem in builtin or f.stem in out:
+                    warnings.warn(f"xbench target package {dist!r}: target {f.stem!r} ({f}) is already defined; "
+                                  "the first definition is kept", RuntimeWarning, stacklevel=2)
+                    continue
+                out[f.stem] = (f, dist)
+    return out
 
 
 @functools.cache
 def _load_named(name: str) -> Target:
-    return load_target_file(TARGETS_DIR / f"{name}.toml")
+    path = TARGETS_DIR / f"{name}.toml"
+    if not path.is_file():
+        path = plugin_targets()[name][0]
+    return load_target_file(path)
 
 
 def get_target(name: str) -> Target:
@@ -477,7 +518,7 @@ def get_target(name: str) -> Target:
         from .calibrate import calibrate
 
         return calibrate()
-    if not (TARGETS_DIR / f"{key}.toml").is_file():
+    if not (TARGETS_DIR / f"{key}.toml").is_file() and key not in plugin_targets():
         known = list_targets()
         close = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""

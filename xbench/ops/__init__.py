@@ -46,6 +46,17 @@ torch_grad=True)`
   gradient is checked against finite differences only.
 
 `list(category=None)` / `categories()` / `info(name) -> OpInfo` / `get(name)` query the registry.
+
+Operator packages
+-----------------
+A package of its own registers operators by being installed: it names a module (or a function) under the
+entry-point group `xbench.ops`, and that module registers its operators with `@xb.ops.register(...)` exactly as
+the library does. They load with the library, are verified on the same grid (`python -m xbench coverage`), and
+`info(name).plugin` names the distribution they came from. A plugin that fails to load is reported like a library
+module that fails to import (`LOAD_ERRORS`, a warning) without hiding the rest. See `examples/xbench-example-plugin`.
+
+    [project.entry-points."xbench.ops"]
+    example = "xbench_example.ops"
 """
 from __future__ import annotations
 
@@ -161,6 +172,7 @@ class OpInfo:
     notes: str = ""
     module: str = ""
     torch_grad: bool = True
+    plugin: str = ""                 # the distribution of an operator package ("" for the library's own)
 
     @property
     def doc(self) -> str:
@@ -191,6 +203,8 @@ def _torch_text(t) -> str:
 REGISTRY: dict[str, tuple[Operator, str]] = {}
 INFO: dict[str, OpInfo] = {}
 _loaded = False
+PLUGIN_GROUP = "xbench.ops"
+_loading_plugin = ""
 
 
 def register(category: str, name: str | None = None, *, aliases: Iterable[str] = (),
@@ -207,7 +221,7 @@ def register(category: str, name: str | None = None, *, aliases: Iterable[str] =
         names = (key,) + tuple(aliases)
         info = OpInfo(key, op, category, tuple(aliases), samples, torch,
                       grad if isinstance(grad, bool) else tuple(grad), tuple(dtypes), notes,
-                      getattr(fn, "__module__", "") or "", torch_grad)
+                      getattr(fn, "__module__", "") or "", torch_grad, _loading_plugin)
         unknown = [a for a in info.grad_args() if a not in op.signature.parameters]
         if unknown:
             raise ValueError(f"{key}: grad names {unknown}, which are not parameters of {op.signature_text()}")
@@ -240,6 +254,34 @@ def _load_all() -> None:
                 LOAD_ERRORS[mod.name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-2)}"
                 warnings.warn(f"xbench library module {mod.name!r} failed to import: {type(exc).__name__}: {exc}",
                               RuntimeWarning, stacklevel=2)
+    load_plugins()
+
+
+def load_plugins(eps=None) -> list[str]:
+    """Load the operator packages installed under the entry-point group `xbench.ops` (or the entry points
+    given); return the names of the operators they registered. A plugin that fails is reported in `LOAD_ERRORS`
+    as `plugin <name>`, with a warning."""
+    global _loading_plugin
+    if eps is None:
+        from importlib.metadata import entry_points
+        eps = entry_points(group=PLUGIN_GROUP)
+    before = set(INFO)
+    for ep in eps:
+        dist = getattr(getattr(ep, "dist", None), "name", None) or ep.name
+        _loading_plugin = dist
+        try:
+            obj = ep.load()
+            if callable(obj) and not isinstance(obj, type(importlib)):
+                obj()
+        except Exception as exc:
+            import traceback
+            import warnings
+            LOAD_ERRORS[f"plugin {ep.name}"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-2)}"
+            warnings.warn(f"xbench operator package {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: "
+                          f"{exc}", RuntimeWarning, stacklevel=2)
+        finally:
+            _loading_plugin = ""
+    return sorted(set(INFO) - before)
 
 
 def list(category: str | None = None, aliases: bool = True) -> builtins.list[str]:
