@@ -31,13 +31,20 @@ def _native(a: np.ndarray, dtype: str) -> np.ndarray:
         return np.asarray(a).astype(np.bool_ if dtype == "bool" else to_numpy(dtype))
 
 
-def evaluate_eager(graph, arrays) -> list[np.ndarray]:
+def evaluate_eager(graph, arrays, reverse: bool = False) -> list[np.ndarray]:
     """PyTorch's eager mode: every primitive computes in its operands' own dtypes (float32 products and sums,
-    integers wrapping) and rounds its result to its dtype."""
+    integers wrapping) and rounds its result to its dtype. With `reverse`, sums, products and contractions take
+    their terms in the other order (a product that overflows before or after reaching a 0 is NaN or 0: no
+    order is the right one, and backends vectorise)."""
     env: dict[int, np.ndarray] = {v.id: _native(a, v.dtype) for v, a in zip(graph.inputs, arrays)}
     with np.errstate(all="ignore"):
         for e in graph.eqns:
             ins = [env[v.id] for v in e.inputs]
+            if reverse and e.prim.name == "reduce" and e.params["kind"] in ("sum", "prod"):
+                ins[0] = np.flip(ins[0], axis=tuple(e.params["axes"]))
+            elif reverse and e.prim.name == "contract":
+                ins = [np.flip(ins[0], axis=tuple(e.params["lhs_contract"])),
+                       np.flip(ins[1], axis=tuple(e.params["rhs_contract"]))]
             out = e.prim.reference(*ins, **e.params)
             outs = out if e.prim.multiple_results else (out,)
             for v, o in zip(e.outputs, outs):
@@ -136,8 +143,9 @@ def expected(graph, arrays: list[np.ndarray]) -> Expected:
 def _expected(graph, arrays: list[np.ndarray]) -> Expected:
     ref = evaluate(graph, *arrays)
     variants = [evaluate_with(graph, arrays, _perturb(1.0)), evaluate_with(graph, arrays, _perturb(-1.0))]
-    with contextlib.suppress(TypeError, ValueError):   # a rule taking float64 / int64 only: the others judge
-        variants.append(evaluate_eager(graph, arrays))
+    for reverse in (False, True):
+        with contextlib.suppress(TypeError, ValueError):   # a rule taking float64 / int64 only: the others judge
+            variants.append(evaluate_eager(graph, arrays, reverse))
     k = reduction_length(graph)
     klass = op_class(graph)
     weakest = weakest_float(graph)

@@ -1061,7 +1061,13 @@ class BodyWriter(ABC):
         body = _acc(s.body, dt)
         n = s.axis.extent
         a = s.axis.name
-        if self.T == 1:
+        # a float product scan runs in order on one lane: the tree order multiplies a 0 by a partial product
+        # that overflowed (NaN where the answer is 0)
+        lane0 = self.T > 1 and s.kind == "prod" and is_float(dt)
+        if self.T == 1 or lane0:
+            if lane0:
+                src("if _lane == 0:")
+                src.depth += 1
             src(f"_c{_n} = {self.init_value(s.kind, dt)}")
             rng = f"range({n} - 1, -1, -1)" if s.reverse else f"range({n})"
             src(f"for {a} in {rng}:")
@@ -1080,7 +1086,10 @@ class BodyWriter(ABC):
                     src(f"    {line}")
                 else:
                     src(line)
-            return False
+            if lane0:
+                src.depth -= 1
+                self.sync()
+            return lane0
         buf = self.red_array(dt)
         T = self.T
         init = self.init_value(s.kind, dt)
