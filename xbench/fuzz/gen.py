@@ -215,7 +215,7 @@ class _Builder:
     def step(self) -> None:
         kinds = {"unary": 12, "binary": 20, "where": 4, "cast": 5, "reduce": 9, "normalize": 6, "scan": 3,
                  "contract": 4, "movement": 12, "gather": 5, "sort": 2, "create": 2, "clip": 3, "scatter": 2,
-                 "concat": 3, "pad": 3, "window": 1}
+                 "concat": 3, "pad": 3, "window": 2}
         names = list(kinds)
         w = np.array([kinds[k] for k in names], dtype=np.float64)
         kind = names[int(self.rng.choice(len(names), p=w / w.sum()))]
@@ -519,6 +519,13 @@ class _Builder:
             return
         w = int(self.rng.integers(1, min(v.shape[-1], 5) + 1))
         stride = self.choice((1, 1, 2))
+        if len(v.shape) >= 2 and v.dtype != "bool" and self.chance(0.4):
+            # a 1-d convolution: windows of (C, L) contracted with (O, C, w) weights
+            c = v.shape[-2]
+            k, used = self._tensor((self.choice((1, 2, 4)), c, w), v.dtype)
+            self.add(f"xb.einsum('...clk,ock->...ol', xb.sliding_window({v.name}, ({w},), stride={stride}), {k})",
+                     (v.name,) + used)
+            return
         red = self.choice(("sum", "max", "mean"))
         self.add(f"xb.sliding_window({v.name}, ({w},), stride={stride}).{red}(axis=-1)", (v.name,))
 
