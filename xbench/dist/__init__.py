@@ -22,7 +22,9 @@ from .topology import Link, NodeSpec, Rank, Topology, TopologyError, list_cluste
 _LAZY = {
     "nccl": None, "hccl": None, "flagcx": None, "codec": None, "predict": None, "search": None,
     "calibrate": None, "launch": None, "wire": None, "hier": None, "compress": None, "overlap": None,
-    "workloads": None, "checkpoint": None, "recovery": None, "gate": None, "futures": None,
+    "workloads": None, "checkpoint": None, "recovery": None, "gate": None, "futures": None, "examples": None,
+    "loader": None, "cli": None, "ShardedLoader": "loader", "run_gate": "gate", "run_job": "recovery",
+    "predict_step": "predict", "claims": "predict",
     "HierarchicalAllReduce": "hier", "hierarchical_hook": "hier", "flat_allreduce_hook": "hier",
     "CompressionState": "compress", "compression_hook": "compress", "wire_bytes": "schemes", "schemes": None,
     "run": "launch", "LaunchError": "launch",
