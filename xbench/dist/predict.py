@@ -18,7 +18,6 @@ from what. `claims()` sets the model against the figures the project's seeds quo
 from __future__ import annotations
 
 import functools
-import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -329,7 +328,3 @@ def main_predict(clusters: list[str] | None, accelerators: tuple[int, ...], mode
     if show_claims:
         parts.append("\nthe seeds' claims against the model\n" + format_claims(claims()))
     return "\n".join(parts)
-
-
-def _isfinite(x: float) -> bool:
-    return x is not None and math.isfinite(x)
