@@ -206,3 +206,42 @@ def test_a_product_scan_keeps_its_zero(backend):
     assert np.all(scan == 0)
     if backend == "cuda":          # the tree scan template (several threads per row) compiles for the GPU too
         products.compile("cuda", x)
+
+
+@xb.tensor_op
+def idioms(n: Tensor, a: Tensor, b: Tensor, x: Tensor, y: Tensor, z: Tensor):
+    v = x * y + z
+    return 2.5 ** n, a / xb.sqrt(b), v - v.max(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_idioms_the_issue_names(backend):
+    """`2.5 ** int_tensor` (crashed), the rms-norm `a / sqrt(b)` at b = inf and 0 (NaN on cpu under fast math),
+    and `v - v.max()` for a v the reduction and its epilogue both compute (positive on cpu when one fused
+    x * y + z into an FMA and the other did not)."""
+    rng = np.random.default_rng(0)
+    x, y, z = (rng.standard_normal((8, 333) if backend != "cuda" else (4, 33)).astype(np.float32) for _ in range(3))
+    n = np.array([-2, 0, 3, 1], np.int32)
+    a, b = np.array([1.0, 2.0, -3.0], np.float32), np.array([np.inf, 0.0, 4.0], np.float32)
+    power, ratio, centred = run(idioms, n, a, b, x, y, z, backend=backend)
+    np.testing.assert_allclose(power, [0.16, 1.0, 15.625, 2.5], rtol=1e-6)
+    assert ratio.tolist() == [0.0, np.inf, -1.5]
+    assert centred.max() == 0.0 and (centred.max(axis=-1) == 0).all()
+
+
+@xb.tensor_op
+def int_division(p: Tensor, q: Tensor):
+    return p // q, p % q
+
+
+@pytest.mark.parametrize("backend", ["cpu", "ascend"])
+def test_integer_division_of_negative_operands_past_the_parallel_threshold(backend):
+    """140 000 elements (the cpu backend's parallel path): floor division and remainder as numpy's (with 0 for
+    a zero divisor)."""
+    rng = np.random.default_rng(1)
+    p = rng.integers(-1000, 1000, 140_000)
+    q = rng.integers(-9, 9, 140_000)
+    quot, rem = run(int_division, p, q, backend=backend)
+    safe = np.where(q == 0, 1, q)
+    np.testing.assert_array_equal(quot, np.where(q == 0, 0, p // safe))
+    np.testing.assert_array_equal(rem, np.where(q == 0, 0, p % safe))
