@@ -76,6 +76,7 @@ class Emitter:
         self.ntmp = 0
         self.needs_math = False
         self.taken: set[str] = set(params)
+        self.iotas: dict[str, str] = {}
 
     # ---- whole outputs -----------------------------------------------------------------------------------
     def count_uses(self, roots: list[E.Node]) -> None:
@@ -137,7 +138,12 @@ class Emitter:
             return got
         lt = self._value(n)
         if isinstance(n, E.Sym):
-            lt = self.tmp(lt, _AXIS_NAMES.get((n.sym_kind, n.axis)) if n.sym_kind == "pos" else None)
+            same = self.iotas.get(lt.code)          # positions of another array of the same size
+            if same is not None:
+                lt = LT(same, lt.axes, lt.dtype)
+            else:
+                lt = self.tmp(lt, _AXIS_NAMES.get((n.sym_kind, n.axis)) if n.sym_kind == "pos" else None)
+                self.iotas[self.lines[-1].split(" = ", 1)[1]] = lt.code
         elif not lt.scalar and (self.uses[n] > 1 and not lt.code.isidentifier() or len(lt.code) > 90):
             lt = self.tmp(lt)
         self.memo[n] = lt

@@ -26,7 +26,7 @@ from . import expr as E
 from .emit import Emitter
 from .errors import LiftError
 from .interp import Interp, Threads
-from .simplify import simplify, unwritten_paths
+from .simplify import unwritten_paths
 from .source import KernelSource, source_of
 
 DEFAULT_BLOCK = {1: (32,), 2: (8, 8), 3: (4, 4, 4)}
@@ -354,10 +354,9 @@ class KernelSpec:
             finals[o] = a.current
         inout = [o for o in self.outs if arrs[o].read_v0 and self.init is None]
         outs = {}
-        for o, fsrc in finals.items():
-            content = simplify(fsrc.content)
-            _check_written(o, content, fsrc, src)
-            outs[o] = E.Source(fsrc.name, fsrc.dtype, fsrc.shape, fsrc.version, content, fsrc.pos)
+        for o, fsrc in finals.items():          # (simplified when committed)
+            _check_written(o, fsrc.content, fsrc, src)
+            outs[o] = fsrc
         names = [p for p in src.params if (p in inputs and p not in self.outs) or p in inout]
         text, fn = _write(self.name, names, outs, spec, inout)
         ins = {p: arrays[p] for p in names if p in arrays}
@@ -452,15 +451,20 @@ def _natural(stored: list, arrays: dict) -> str:
 def _write(name: str, params: list, outs: dict, spec: Specialization, inout: list) -> tuple[str, Callable]:
     em = Emitter(name, spec.negative_loads, spec.kernel, params)
     em.count_uses([s.content for s in outs.values()])
-    results = [em.whole(s, s.content) for s in outs.values()]
+    # an output a later phase of the kernel also read is already a named array; the others are returned as written
+    read = {id(x.src) for s in outs.values() for x in E.walk(s.content) if isinstance(x, E.Load) and x.src.version}
+    results = [em.source_code(s) if id(s) in read else em.whole(s, s.content) for s in outs.values()]
     body = list(em.lines)
     if len(results) == 1:
         body.append(f"return {results[0]}")
     else:
         names = []
         for o, code in zip(outs, results):
-            body.append(f"{o}_out = {code}" if o in params else f"{o} = {code}")
-            names.append(f"{o}_out" if o in params else o)
+            if not code.isidentifier():
+                name = o if o not in params and o not in em.taken else f"{o}_out"
+                body.append(f"{name} = {code}")
+                code = name
+            names.append(code)
         body.append(f"return {', '.join(names)}")
     head = f"def {name}({', '.join(params)}):"
     text = "\n".join([head] + ["    " + line for line in body]) + "\n"
@@ -493,6 +497,7 @@ class LiftedOperator(Operator):
         self.checks: list = []
         self.example: dict | None = None
         self._source: str | None = None
+        self._kernel_outputs: dict = {}       # the original kernel's outputs, by inputs
         sig = inspect.Signature([inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                                    annotation=Tensor if p not in self.statics
                                                    else inspect.Parameter.empty) for p in params])

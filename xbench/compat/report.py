@@ -14,7 +14,7 @@ import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..errors import XbenchError
+from ..errors import BackendError, XbenchError
 from .source import code_lines, source_of
 
 BACKENDS = ("cpu", "cuda", "ascend")
@@ -23,7 +23,7 @@ BACKENDS = ("cpu", "cuda", "ascend")
 @dataclass
 class BackendRun:
     backend: str
-    status: str                    # matches | differs | unavailable | fails
+    status: str                    # matches | differs | unsupported (the backend declines) | unavailable | fails
     max_abs_error: float = 0.0
     message: str = ""
     seconds: float = 0.0
@@ -66,13 +66,13 @@ class MigrationReport:
         return ", ".join(parts)
 
     def _backend_text(self, b: BackendRun) -> str:
-        mark = {"matches": "✓", "differs": "✗", "unavailable": "·", "fails": "✗"}[b.status]
+        mark = {"matches": "✓", "differs": "✗", "unsupported": "·", "unavailable": "·", "fails": "✗"}[b.status]
         return f"{b.backend} {mark}"
 
     def text(self) -> str:
         lines = [f"{self.name}: lifted from the numba.cuda kernel {self.kernel}",
                  f"  legacy: {self.legacy_lines:3d} lines ({self._legacy_parts()})",
-                 f"  xbench: {self.xbench_lines:3d} lines ({self.ratio:.1f}x fewer)",
+                 f"  xbench: {self.xbench_lines:3d} lines ({_fewer(self.ratio)})",
                  "  runs on: " + "   ".join(self._backend_text(b) for b in self.backends)
                  + f"   (each against the kernel on {self.inputs})"]
         for b in self.backends:
@@ -101,16 +101,19 @@ class Migration(list):
     """Reports of several kernels, shown as one table."""
 
     def text(self) -> str:
-        head = f"{'kernel':16s} {'legacy':>7s} {'xbench':>7s} {'fewer':>6s}  runs on (checked against the kernel)"
+        w = max([len(r.name) for r in self] + [12])
+        head = f"{'kernel':{w}s} {'legacy':>7s} {'xbench':>7s} {'ratio':>6s}  runs on (checked against the kernel)"
         rows = [head, "-" * len(head)]
         for r in self:
-            rows.append(f"{r.name:16s} {r.legacy_lines:7d} {r.xbench_lines:7d} {r.ratio:5.1f}x  "
+            rows.append(f"{r.name:{w}s} {r.legacy_lines:7d} {r.xbench_lines:7d} {r.ratio:5.1f}x  "
                         + "  ".join(r._backend_text(b) for b in r.backends))
         total_l = sum(r.legacy_lines for r in self)
         total_x = sum(r.xbench_lines for r in self)
         rows.append("-" * len(head))
-        rows.append(f"{'total':16s} {total_l:7d} {total_x:7d} {total_l / max(total_x, 1):5.1f}x")
-        return "\n".join(rows)
+        rows.append(f"{'total':{w}s} {total_l:7d} {total_x:7d} {total_l / max(total_x, 1):5.1f}x")
+        notes = [f"  {r.name} on {b.backend}: {b.status}: {b.message}" for r in self for b in r.backends
+                 if not b.ok and b.message]
+        return "\n".join(rows + (["", "not run or not matching:"] + notes if notes else []))
 
     def __str__(self) -> str:
         return self.text()
@@ -144,10 +147,11 @@ class Migration(list):
 
 def report(ops, launch=None, backends=BACKENDS, inputs: dict | None = None):
     """A `MigrationReport` for a lifted operator (or a `Migration` table for a list of them). `launch`: the legacy
-    launch code to count (default: the `launch=` given to from_cuda); `inputs`: the operator's arguments to
-    check each backend on (default: the example it was verified on)."""
+    launch code to count (default: the `launch=` given to from_cuda; for a list, a dict by operator name);
+    `inputs`: the operator's arguments to check each backend on (default: the example it was verified on)."""
     if isinstance(ops, (list, tuple)):
-        return Migration(report(op, launch=launch, backends=backends, inputs=inputs) for op in ops)
+        return Migration(report(op, launch=launch.get(op.name) if isinstance(launch, dict) else launch,
+                                backends=backends, inputs=inputs) for op in ops)
     from .lift import LiftedOperator
     from .verify import describe
     op = ops
@@ -166,30 +170,44 @@ def report(ops, launch=None, backends=BACKENDS, inputs: dict | None = None):
         except (OSError, TypeError):
             launch_lines = None
     args = dict(inputs if inputs is not None else op.example or {})
-    runs = []
-    for b in backends:
-        runs.append(_run(op, b, args))
+    runs = _runs(op, backends, args)
     return MigrationReport(op.name, src.name, kernel_lines, device_lines, launch_lines, code_lines(op.source),
                            op.source, describe(args), runs, [getattr(f, "__name__", str(f)) for f in devices])
 
 
-def _run(op, backend: str, args: dict) -> BackendRun:
+def _runs(op, backends, args: dict) -> list[BackendRun]:
+    """Each backend against the kernel on `args` (the kernel run once for all of them)."""
     from ..backends import get
-    try:
-        ok, why = get(backend).available()
-    except XbenchError as exc:
-        ok, why = False, exc.message
-    if not ok:
-        return BackendRun(backend, "unavailable", message=why)
-    t0 = time.perf_counter()
-    try:
-        checks = op.check(**args, backends=(backend,))
-    except XbenchError as exc:
-        return BackendRun(backend, "fails", message=exc.message, seconds=time.perf_counter() - t0)
-    bad = [c for c in checks if not c.ok]
-    err = max((c.max_abs_error for c in checks), default=0.0)
-    return BackendRun(backend, "differs" if bad else "matches", err, "; ".join(c.message for c in bad),
-                      round(time.perf_counter() - t0, 3))
+    out: dict[str, BackendRun] = {}
+    ready = []
+    for b in backends:
+        try:
+            ok, why = get(b).available()
+        except XbenchError as exc:
+            ok, why = False, exc.message
+        if ok:
+            ready.append(b)
+        else:
+            out[b] = BackendRun(b, "unavailable", message=why)
+    for b in ready:
+        t0 = time.perf_counter()
+        try:
+            checks = op.check(**args, backends=(b,))
+        except BackendError as exc:
+            out[b] = BackendRun(b, "unsupported", message=exc.message, seconds=time.perf_counter() - t0)
+            continue
+        except XbenchError as exc:
+            out[b] = BackendRun(b, "fails", message=exc.message, seconds=time.perf_counter() - t0)
+            continue
+        bad = [c for c in checks if not c.ok]
+        err = max((c.max_abs_error for c in checks), default=0.0)
+        out[b] = BackendRun(b, "differs" if bad else "matches", err, "; ".join(c.message for c in bad),
+                            round(time.perf_counter() - t0, 3))
+    return [out[b] for b in backends]
+
+
+def _fewer(ratio: float) -> str:
+    return f"{ratio:.1f}x fewer" if ratio >= 1 else f"{1 / ratio:.1f}x more"
 
 
 def _device_functions(src, seen: set | None = None) -> list:
