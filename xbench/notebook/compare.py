@@ -11,7 +11,6 @@ widget, in the saved notebook, on GitHub.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,11 +101,26 @@ def line_map(stmts: Sequence[Statement], kernels: Sequence[Any]) -> dict[str, li
     return hits
 
 
+_made: dict[str, int] = {}
+
+
+def _uid(program: Any, backends: Mapping[str, Sequence[Any]]) -> str:
+    """An id for one rendering: a digest of what it shows and how many times this process showed it (the same
+    notebook run again gives the same ids, two renderings on one page differ)."""
+    import hashlib
+    h = hashlib.sha1(program.text().encode())
+    for b, ks in backends.items():
+        h.update(b.encode() + "".join(k.source for k in ks).encode())
+    key = h.hexdigest()[:8]
+    _made[key] = _made.get(key, 0) + 1
+    return f"{key}{_made[key]}"
+
+
 def compare_html(program: Any, backends: Mapping[str, Sequence[Any]], uid: str | None = None) -> str:
     """The tab's HTML: statements (radio buttons) above one column per backend (`backends`: name -> its
     KernelInfos)."""
-    uid = uid or uuid.uuid4().hex[:8]
     stmts = statements(program)
+    uid = uid or _uid(program, backends)
     maps = {b: line_map(stmts, ks) for b, ks in backends.items()}
     rules = [f"#xb-cmp-{uid}:has(#xb-cmp-{uid}-{s.sid}:checked) .xb-m-{s.sid} {{ background: "
              f"rgba(33, 150, 243, 0.22); outline: 1px solid var(--jp-brand-color1, #1976d2); }}" for s in stmts]

@@ -27,7 +27,7 @@ class CellProgress:
             self.text = W.HTML(H.view(""))
             self.widget = W.HBox([self.bar, self.text])
             self.widget.add_class("xb-progress")
-            self.handle = display(self.widget, display_id=True)
+            self.handle = display(_Shown(self.widget), display_id=True)
         else:
             self.tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
 
@@ -47,3 +47,16 @@ class CellProgress:
             self.handle.update({"text/plain": ""}, raw=True)
             self.widget.close()
             self.handle = None
+
+
+class _Shown:
+    """The progress widget with an empty text form: what a saved notebook (or a test comparing outputs) keeps of
+    a cell's progress is nothing, whether or not the display's last update reached it."""
+
+    def __init__(self, widget: Any):
+        self.widget = widget
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        data = self.widget._repr_mimebundle_()
+        data["text/plain"] = ""
+        return data

@@ -147,7 +147,7 @@ def metrics_text(profile: ProfileResult | None) -> str:
     if profile.report is None:
         return profile.error or PROFILER_MISSING
     rep = profile.report
-    return rep.table() if hasattr(rep, "table") else str(rep)
+    return rep.grouped_text() if hasattr(rep, "grouped_text") else str(rep)
 
 
 def roofline_message(profile: ProfileResult | None) -> str | None:
