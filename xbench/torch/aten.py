@@ -64,6 +64,11 @@ def rule_for(target) -> tuple[Rule | None, str]:
     ns = t.text.split(".", 1)[0]
     if ns not in ("aten", "prims"):
         return None, f"{t.text} is not an ATen op"
+    schema = getattr(target, "_schema", None)
+    if schema is not None and schema.is_mutable:
+        # xbench operators have no side effects: torch applies the write (AOT keeps buffer and input updates
+        # as in-place copies at the end of a graph)
+        return None, f"{t.text} writes its input in place"
     fn = RULES.get(f"{t.packet}.{t.overload}") or RULES.get(t.packet)
     if fn is not None:
         return fn, ""
