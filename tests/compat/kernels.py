@@ -321,3 +321,31 @@ def writes_input(x, out):
     if i < x.size:
         out[i] = x[i]
         x[i] = 0  # mark: writes input
+
+
+@cuda.jit
+def row_cumsum(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        s = 0.0
+        for j in range(x.shape[1]):
+            s += x[i, j]
+            out[i, j] = s
+
+
+@cuda.jit
+def max_before(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        m = -math.inf
+        for j in range(x.shape[1]):
+            out[i, j] = m
+            m = max(m, x[i, j])
+
+
+@cuda.jit
+def last_column(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        for j in range(x.shape[1]):
+            out[i] = 2 * x[i, j]

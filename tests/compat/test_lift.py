@@ -98,6 +98,28 @@ def test_row_reductions_written_as_loops_in_the_thread():
     assert kinds(sm, x) == ["row"]
 
 
+def test_running_values_stored_in_the_loop_are_scans():
+    cs = xb.compat.from_cuda(K.row_cumsum, out="out")
+    mb = xb.compat.from_cuda(K.max_before, out="out")
+    assert "return xb.cumsum(x, axis=1)" in cs.source and "xb.cummax" in mb.source
+    x = randn(6, 300)                               # longer than loops are ever unrolled
+    out = np.zeros_like(x)
+    run(K.row_cumsum, 1, 32, x, out)
+    np.testing.assert_allclose(cs(x), out, rtol=1e-4, atol=1e-4)
+    assert kinds(cs, x) == ["scan"]
+    out2 = np.zeros_like(x)
+    run(K.max_before, 1, 32, x, out2)
+    np.testing.assert_array_equal(mb(x), out2)
+    assert np.isneginf(out2[:, 0]).all()
+
+
+def test_a_loop_overwriting_one_element_keeps_its_last_iteration():
+    op = xb.compat.from_cuda(K.last_column, out="out")
+    assert "x[:, x.shape[1] - 1]" in op.source
+    x = randn(5, 8)
+    np.testing.assert_array_equal(op(x), 2 * x[:, -1])
+
+
 def test_numba_docs_matmul_lifts_to_a_contraction():
     op = xb.compat.from_cuda(K.matmul, out="C")
     assert "return A @ B" in op.source

@@ -356,6 +356,9 @@ class Emitter:
     # ---- reductions --------------------------------------------------------------------------------------
     def reduce(self, n: E.Reduce) -> LT:
         v = n.var
+        scan = self.scan(n)
+        if scan is not None:
+            return scan
         if n.rkind == "sum":
             fs = _factors(n.body)
             dep = [f for f in fs if v in f.free]
@@ -375,6 +378,29 @@ class Emitter:
         if E.is_int(n.dtype) and n.dtype != "int64" and n.rkind in ("sum", "prod"):
             out = LT(f"{code}.astype({n.dtype!r})", out.axes, n.dtype)
         return out
+
+    def scan(self, n: E.Reduce) -> LT | None:
+        """reduce over r of where(r < p, g(r), identity) (or r <= p) is a prefix reduction along r, read at p."""
+        b = n.body
+        if not (isinstance(b, E.Select) and isinstance(b.c, E.Bin) and b.c.op in ("lt", "le") and b.c.a is n.var
+                and isinstance(b.c.b, E.Sym) and b.c.b is not n.var and b.c.b.extent == n.var.extent
+                and b.c.b not in b.a.free and isinstance(b.b, E.Const)
+                and b.b.value == E.identity(n.rkind, n.dtype).value):
+            return None
+        p = b.c.b
+        g = self.cast(self.value(b.a), n.dtype)
+        if n.var not in g.axes or p in g.axes:
+            return None
+        ax = g.axes.index(n.var)
+        fn = {"sum": "xb.cumsum", "prod": "xb.cumprod", "max": "xb.cummax", "min": "xb.cummin"}[n.rkind]
+        code = f"{fn}({g.code}, axis={ax})"
+        if b.c.op == "lt":          # exclusive: shift by one, the identity first
+            pads = tuple((1, 0) if i == ax else (0, 0) for i in range(len(g.axes)))
+            ident = _literal(E.identity(n.rkind, n.dtype).value)
+            cut = ", ".join([":"] * ax + [f":{self.int_code(p.extent_node())}"])
+            code = f"xb.pad({code}, {pads}, value={ident})[{cut}]"
+        axes = tuple(p if a is n.var else a for a in g.axes)
+        return LT(code, axes, n.dtype)
 
     def contract(self, n: E.Reduce, dep: list, rest: list) -> LT | None:
         v = n.var

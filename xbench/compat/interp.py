@@ -429,7 +429,10 @@ class Interp(Loops):
                 raise self.err(f"`{ast.unparse(n)}` indexes a tuple with a value that differs between threads", n,
                                construct="tuple index")
             return base[k]
-        raise self.err(f"`{ast.unparse(n)}`: cannot index {type(base).__name__}", n, construct="index")
+        what = "a number" if isinstance(base, E.Node) else type(base).__name__
+        raise self.err(f"`{ast.unparse(n)}`: cannot index {what}", n, construct="index",
+                       hint="if that parameter is an array, give from_cuda an example= with arrays for it"
+                       if isinstance(base, E.Node) else None)
 
     def load_global(self, ref: ArrayRef, idx: tuple, n):
         arr: GlobalArray = self.st.arrays[ref.name]

@@ -188,10 +188,24 @@ class Loops:
         carry_syms = set(holders.values())
         if after_live.free & carry_syms:
             raise NotSymbolic("which threads run on depends on a loop-carried value")
+        # a running value stored inside the loop (`s += x[i, j]; out[i, j] = s`): at iteration k the carried
+        # value is the reduction over the iterations before it (written as a scan where it can be)
+        running = {}
+        for n, h in holders.items():
+            nv = new_env.get(n)
+            if isinstance(nv, E.Node):
+                got = _accum_form(nv if uniform else E.select(g, nv, h), h)
+                if got is not None and got[1] is not None and not (got[1].free & carry_syms):
+                    running[h] = _prefix(got[0], got[1], k, E.cast(E.wrap(env0[n]), h.dtype), h.dtype)
         for nm, a in self.st.arrays.items():
-            for w in a.pending[n_writes.get(nm, 0):]:
-                if (w.value.free | w.cond.free | _free_idx(w.idx)) & carry_syms:
-                    raise NotSymbolic("it stores a running value")
+            for i, w in enumerate(a.pending[n_writes.get(nm, 0):], n_writes.get(nm, 0)):
+                used = (w.value.free | w.cond.free | _free_idx(w.idx)) & carry_syms
+                if not used:
+                    continue
+                if not used <= set(running) or _free_idx(w.idx) & carry_syms:
+                    raise NotSymbolic("it stores a running value it does not accumulate")
+                a.pending[i] = Write(w.idx, E.subst(w.value, running), E.subst(w.cond, running), w.line, w.op,
+                                     w.coords, w.phase)
         for nm, sh in self.st.shared.items():
             mark = lc.shared_marks.get(nm, 0)
             if len(sh.writes) > mark and nm in lc.stale_reads:
@@ -284,6 +298,16 @@ def _accumulate(nv: E.Node, h: E.Sym, k: E.Sym, init: E.Node, carries: set) -> E
     if kind == "prod":
         return E.mul(init, r) if not _is_ident(init, "prod") else E.cast(r, dt)
     return E.binary(kind, init, r) if not _is_ident(init, kind) else E.cast(r, dt)
+
+
+def _prefix(kind: str, f: E.Node, k: E.Sym, init: E.Node, dtype: str) -> E.Node:
+    """init (op) the reduction of f over the iterations before k."""
+    r = E.Sym(f"{k.name}_", "loop", k.extent, k.extent_expr)
+    body = E.select(E.compare("lt", r, k), E.subst(f, {k: r}), E.identity(kind, f.dtype))
+    red = E.cast(E.reduce_(kind, r, body), dtype)
+    if _is_ident(init, kind):
+        return red
+    return E.add(init, red) if kind == "sum" else E.mul(init, red) if kind == "prod" else E.binary(kind, init, red)
 
 
 def _is_ident(n: E.Node, kind: str) -> bool:

@@ -189,6 +189,9 @@ def _apply(content: E.Node, w: Write, pos, arr: GlobalArray, kernel) -> E.Node:
     value, cond = w.value, w.cond
     if w.op == "store":
         pins = pin(cond, free)
+        # a loop of the thread's own that stores to one element every iteration: its last iteration's store stays
+        for c in [c for c in free if c.sym_kind == "loop" and c not in cond.free]:
+            pins[c] = E.sub(c.extent_node(), E.ONE)
         if pins:
             value, cond = E.subst(value, pins), E.subst(cond, pins)
             free -= set(pins)

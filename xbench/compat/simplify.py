@@ -53,10 +53,14 @@ class _Simp:
             terms = [self.run(t, ranges) for t in _add_terms(n, n.dtype)]
             if len(terms) >= REROLL_MIN:
                 terms = _reroll(terms)
+            terms = _inclusive(terms, "sum")
             out = terms[0]
             for t in terms[1:]:
                 out = E.add(out, t)
             return out
+        if isinstance(n, E.Bin) and n.op in ("max", "min"):
+            terms = _inclusive([self.run(n.a, ranges), self.run(n.b, ranges)], n.op)
+            return terms[0] if len(terms) == 1 else E.binary(n.op, terms[0], terms[1])
         if isinstance(n, E.Lin) and len(n.terms) >= REROLL_MIN:
             by_coef: dict[int, list] = {}
             for t, k in n.terms:
@@ -244,3 +248,23 @@ def _pinned(n: E.Node, ranges: dict) -> E.Node:
     """n with each variable the ranges fix to one value replaced by it (where(i == 0, f(i), ...) -> f(0))."""
     m = {v: E.const(lo) for v, (lo, hi) in ranges.items() if lo is not None and lo == hi and v in n.free}
     return E.subst(n, m) if m else n
+
+
+def _inclusive(terms: list[E.Node], kind: str) -> list[E.Node]:
+    """An exclusive prefix reduction (over r < p) combined with its own term at p is the inclusive one (r <= p):
+    `s` after `s += x[i, j]` inside the loop."""
+    for i, t in enumerate(terms):
+        core = t.a if isinstance(t, E.Cast) else t
+        if not (isinstance(core, E.Reduce) and core.rkind == kind and isinstance(core.body, E.Select)):
+            continue
+        c = core.body.c
+        if not (isinstance(c, E.Bin) and c.op == "lt" and c.a is core.var and isinstance(c.b, E.Sym)):
+            continue
+        at = E.subst(core.body.a, {core.var: c.b})
+        for j, u in enumerate(terms):
+            if j != i and (u is at or isinstance(u, E.Cast) and u.a is at or E.cast(at, u.dtype) is u):
+                body = E.select(E.compare("le", core.var, c.b), core.body.a, core.body.b)
+                new = E.reduce_(kind, core.var, body)
+                new = E.cast(new, t.dtype) if isinstance(t, E.Cast) else new
+                return [x for k, x in enumerate(terms) if k not in (i, j)] + [new]
+    return terms
