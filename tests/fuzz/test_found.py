@@ -245,3 +245,33 @@ def test_integer_division_of_negative_operands_past_the_parallel_threshold(backe
     safe = np.where(q == 0, 1, q)
     np.testing.assert_array_equal(quot, np.where(q == 0, 0, p // safe))
     np.testing.assert_array_equal(rem, np.where(q == 0, 0, p % safe))
+
+
+@xb.tensor_op
+def long_dot(b: Tensor, w: Tensor):
+    return xb.tensordot(b, w, axes=2)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu", "ascend"])   # the CUDA simulator: minutes for this K
+def test_a_contraction_over_more_than_65535_terms(backend):
+    """ascend: a Cube matmul with K = 131072 broke the TCubeTiling rule (rows of an ND operand past 65535
+    elements need MatmulConfig::intrinsicsCheck)."""
+    rng = np.random.default_rng(2)
+    b = rng.uniform(-1, 1, (1, 131072)).astype(np.float32)
+    w = rng.uniform(-1, 1, (1, 131072)).astype(np.float32)
+    (got,) = run(long_dot, b, w, backend=backend)
+    np.testing.assert_allclose(got, np.dot(b[0].astype(np.float64), w[0]), rtol=1e-4)
+
+
+@xb.tensor_op
+def gather_then_pad(a: Tensor, b: Tensor):
+    return xb.pad(xb.take(a, b, axis=0), ((0, 1), (0, 0), (0, 2)), value=3.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_gathered_window_under_padding(backend):
+    """ascend: the window copy of `take(a, b)` read the index b at the padded rows too (past b's one element)."""
+    a = np.array([[7]], np.int32)
+    b = np.array([[-1]], np.int64)
+    (got,) = run(gather_then_pad, a, b, backend=backend)
+    assert got.tolist() == [[[7, 3, 3]], [[3, 3, 3]]]

@@ -208,6 +208,12 @@ class MatmulKernel(VectorKernelGen):
             src(f"using AType = MatmulType<TPosition::GM, CubeFormat::ND, {at}{', true' if ta else ''}>;")
             src(f"using BType = MatmulType<TPosition::GM, CubeFormat::ND, {at}{', true' if tb else ''}>;")
             src(f"using CType = MatmulType<TPosition::GM, CubeFormat::ND, {ct}>;")
+            # a row of an ND operand longer than 65535 elements needs the intrinsics check (the Cube's strides
+            # are 16-bit)
+            wide = (not ta and self.K > 65535) or (ta and self.M > 65535) or (not tb and self.N > 65535) or \
+                (tb and self.K > 65535)
+            if wide:
+                src("static constexpr MatmulConfig MM_CFG = {true, false, false, 0, 0, 0, true};  // intrinsicsCheck")
             src(f"__aicore__ inline {self.cls}() {{}}")
             init_params = ", ".join([f"GM_ADDR {param(b)}" for b in self.gm] + [f"const {self.struct}& tiling"])
             with src.block(f"__aicore__ inline void Init({init_params})"):
@@ -261,7 +267,7 @@ class MatmulKernel(VectorKernelGen):
             self.math_helpers(src)
             for m in (self.buffer_members(queues) if body else ["TPipe pipe;"]) + self.gm_members():
                 src(m)
-            src("Matmul<AType, BType, CType> mm;")
+            src("Matmul<AType, BType, CType, CType, MM_CFG> mm;" if wide else "Matmul<AType, BType, CType> mm;")
             src(f"{self.struct} t;")
             src("uint32_t firstUnit = 0, unitCount = 0, m0 = 0, n0 = 0, tm = 0, tn = 0, v0 = 0, len = 0;")
             for a in self.batch + self.maxes:

@@ -99,7 +99,12 @@ class Entry:
         rows = {}
         for j, r in enumerate(w.rows):      # each row component once, as a named constant
             if not isinstance(r, (Const, Idx)):
-                src(f"const int64_t row{j} = {sw.expr(r, sc, src)};")
+                # a row read from GM (a gathered index) is read at a clamped position: where the consumer pads
+                # around the window (and drops what it copies) the index need not exist
+                shapes = sw.shapes
+                safe = r.map(lambda n: Load(n.buf, tuple(E.clamp(i, 0, d - 1) for i, d in zip(n.index, shapes[n.buf])),
+                                            n.dtype) if isinstance(n, Load) and n.buf in shapes else None)
+                src(f"const int64_t row{j} = {sw.expr(safe, sc, src)};")
                 rows[r] = sc.memo[r] = f"row{j}"
         checks = [f"({sw.expr(p, sc, src)})" for p in w.cond]
         for r, n in zip(w.rows, sw.shapes[w.buf]):
