@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..config import log
-from ..errors import ArgumentError, BackendError
+from ..errors import ArgumentError, BackendError, user_location
 from ..ir.graph import Graph
 from ..lang.operator import Operator, static_key
 
@@ -79,7 +79,7 @@ def schedules(be, program, given: Mapping | None) -> dict:
         out[k.name] = resolve(knobs_of(be, k, program), be.default_schedule(k), mine, k.name)
     if given:
         raise ArgumentError(f"schedule names kernels that do not exist: {', '.join(given)}",
-                            hint="kernels are: " + ", ".join(k.name for k in program.kernels))
+                            hint="kernels are: " + ", ".join(k.name for k in program.kernels), loc=user_location())
     return out
 
 
