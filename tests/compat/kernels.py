@@ -349,3 +349,21 @@ def last_column(x, out):
     if i < x.shape[0]:
         for j in range(x.shape[1]):
             out[i] = 2 * x[i, j]
+
+
+@cuda.jit
+def interleave(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[2 * i] = x[i]
+        out[2 * i + 1] = -x[i]
+
+
+@cuda.jit
+def scale_flat(x, out):
+    idx = cuda.grid(1)
+    n, m = x.shape
+    if idx < n * m:
+        r = idx // m
+        c = idx % m
+        out[r, c] = x[r, c] * 3

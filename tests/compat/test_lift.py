@@ -120,6 +120,23 @@ def test_a_loop_overwriting_one_element_keeps_its_last_iteration():
     np.testing.assert_array_equal(op(x), 2 * x[:, -1])
 
 
+def test_strided_stores_that_interleave_cover_the_output():
+    op = xb.compat.from_cuda(K.interleave, out="out", shape=lambda x: (2 * x.shape[0],))
+    x = randn(40)
+    out = np.zeros(80, np.float32)
+    run(K.interleave, 2, 32, x, out)
+    np.testing.assert_array_equal(op(x), out)
+
+
+def test_a_flat_1d_launch_over_a_matrix():
+    op = xb.compat.from_cuda(K.scale_flat, out="out")
+    assert "return x * 3" in op.source
+    x = randn(7, 9)
+    out = np.zeros_like(x)
+    run(K.scale_flat, 2, 32, x, out)
+    np.testing.assert_array_equal(op(x), out)
+
+
 def test_numba_docs_matmul_lifts_to_a_contraction():
     op = xb.compat.from_cuda(K.matmul, out="C")
     assert "return A @ B" in op.source

@@ -212,7 +212,12 @@ class KernelSpec:
             g = self.grid(*arrays.values()) if callable(self.grid) else self.grid
             grid = _dims(g, "grid")
         else:
-            longest = max([max(a.shape, default=1) for a in arrays.values()] + [1])
+            # one thread per element: of the largest array for a 1-D launch (which may walk a matrix flat), of its
+            # longest axis along each axis of a 2-D or 3-D one
+            if nd == 1:
+                longest = max([int(np.prod(a.shape)) for a in arrays.values()] + [1])
+            else:
+                longest = max([max(a.shape, default=1) for a in arrays.values()] + [1])
             grid = tuple(max(1, -(-longest // b)) for b in block)
             if self.usage.grid_stride:
                 grid = tuple(min(2, g) for g in grid)

@@ -84,6 +84,7 @@ def invert(idx: tuple[E.Node, ...], coords: list[E.Node], pos: tuple[E.Node, ...
     cond = E.TRUE
     cset = set(coords)
     used: set = set()
+    idx, pos, cond = _fuse_divmod(tuple(idx), tuple(pos), cset, cond)
     for comp, p in zip(idx, pos):
         parts = E._lin_parts(comp)
         if parts is None:
@@ -124,6 +125,23 @@ def invert(idx: tuple[E.Node, ...], coords: list[E.Node], pos: tuple[E.Node, ...
                 cond = E.land(cond, E.compare("lt", part, E.const(ext)))
             radix *= ext
     return sol, cond
+
+
+def _fuse_divmod(idx: tuple, pos: tuple, cset: set, cond: E.Node):
+    """`out[g // m, g % m]` (a flat index split over two axes) is the one component g at position m * p0 + p1."""
+    idx, pos = list(idx), list(pos)
+    for a in range(len(idx)):
+        qa = idx[a]
+        if not isinstance(qa, E.FloorDiv) or not (qa.a.free & cset):
+            continue
+        for b in range(len(idx)):
+            rb = idx[b]
+            if b != a and isinstance(rb, E.Mod) and rb.a is qa.a and rb.c == qa.c:
+                cond = E.land(cond, E.compare("lt", pos[b], E.const(qa.c)))
+                merged = E.add(E.mul(pos[a], E.const(qa.c)), pos[b])
+                keep = [i for i in range(len(idx)) if i not in (a, b)]
+                return tuple([qa.a] + [idx[i] for i in keep]), tuple([merged] + [pos[i] for i in keep]), cond
+    return tuple(idx), tuple(pos), cond
 
 
 def pin(cond: E.Node, free: set) -> dict:
@@ -179,8 +197,9 @@ def _apply(content: E.Node, w: Write, pos, arr: GlobalArray, kernel) -> E.Node:
     coords = list(w.coords)
     got = invert(w.idx, coords, pos)
     if got is None:
-        raise LiftError(f"cannot tell which thread writes {arr.name}[{kernel.text(w.line, 'index')}]: the index is "
-                        "not a one-to-one affine function of the thread and loop indices", w.line, kernel,
+        raise LiftError(f"cannot tell which thread writes {arr.name} at line {kernel.lineno(w.line)} "
+                        f"(`{kernel.code(w.line)}`): the index is not a one-to-one affine function of the thread and "
+                        "loop indices", w.line, kernel,
                         construct="store address",
                         hint="write each element from one thread, at an index such as i, i + c, b * blockDim + t "
                              "or a grid-stride position")
@@ -228,7 +247,7 @@ def _check_races(arr: GlobalArray, kernel) -> None:
     for r in arr.reads:
         for w in arr.pending:
             if w.op != "store" or r.idx is not w.idx and tuple(r.idx) != tuple(w.idx):
-                raise LiftError(f"line {kernel.lineno(r.line)} reads {arr.name}[{kernel.text(r.line, 'index')}] while "
+                raise LiftError(f"line {kernel.lineno(r.line)} (`{kernel.code(r.line)}`) reads {arr.name} while "
                                 f"other threads write {arr.name} in the same launch (line {kernel.lineno(w.line)}) "
                                 "without a grid-wide barrier: the result depends on the order threads run in",
                                 r.line, kernel, construct="read-write race on a global array",

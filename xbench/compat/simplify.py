@@ -16,8 +16,19 @@ def simplify(n: E.Node, ranges: dict | None = None) -> E.Node:
 class _Simp:
     def __init__(self):
         self.memo: dict = {}
+        self.path: list[E.Node] = []          # the conditions of the selects around the node being simplified
+        self.unwritten: dict[E.Node, bool] = {}
+
+    def has_unwritten(self, n: E.Node) -> bool:
+        got = self.unwritten.get(n)
+        if got is None:
+            got = isinstance(n, E.Unwritten) or n.data and any(self.has_unwritten(k) for k in n.children())
+            self.unwritten[n] = got
+        return got
 
     def run(self, n: E.Node, ranges: dict) -> E.Node:
+        if self.has_unwritten(n):             # what is reachable depends on the path: not memoised
+            return self._run(n, {v: r for v, r in ranges.items() if v in n.free})
         key = (n, tuple(sorted(((v.uid, r) for v, r in ranges.items() if v in n.free), key=lambda t: t[0])))
         got = self.memo.get(key)
         if got is not None:
@@ -30,13 +41,18 @@ class _Simp:
         if isinstance(n, E.Select):
             c = self.run(n.c, ranges)
             d = E.decide(c, ranges)
+            if d is None and (self.has_unwritten(n.a) or self.has_unwritten(n.b)):
+                d = self.under_path(c)
             if d is True:
                 return self.run(n.a, ranges)
             if d is False:
                 return self.run(n.b, ranges)
             ra = E.refine(ranges, c)
+            self.path.append(c)
             a = self.run(_pinned(n.a, ra), ra)
+            self.path[-1] = E.lnot(c)
             b = self.run(n.b, E.refine(ranges, c, False))
+            self.path.pop()
             return E.select(c, a, b)
         if isinstance(n, E.Bin) and n.op in E.COMPARE:
             a, b = self.run(n.a, ranges), self.run(n.b, ranges)
@@ -75,6 +91,18 @@ class _Simp:
             return n
         new = [self.run(k, ranges) for k in kids]
         return n if all(a is b for a, b in zip(new, kids)) else n.rebuild(new)
+
+    def under_path(self, c: E.Node) -> bool | None:
+        """c's value wherever the selects around it lead here (point by point over small index spaces): how
+        interleaved stores (out[2 * i], out[2 * i + 1]) are seen to cover every element."""
+        if c.data or any(p.data for p in self.path):
+            return None
+        path = E.land(*self.path)
+        if E.decide(E.lor(E.lnot(path), c), numeric_limit=1 << 18) is True:
+            return True
+        if E.decide(E.lor(E.lnot(path), E.lnot(c)), numeric_limit=1 << 18) is True:
+            return False
+        return None
 
     def reduce(self, n: E.Reduce, ranges: dict) -> E.Node:
         v = n.var
