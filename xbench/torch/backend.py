@@ -119,18 +119,25 @@ def compile_graph(gm: fx.GraphModule, kind: str, session: Session):
     for f in fallbacks:
         log.log(logging.INFO, "xbench.torch: %s runs on torch: %s", f.op, f)
     if not unsupported:
-        op = GraphOp(gm, record.name, target)
+        op = GraphOp(gm, _content_name(kind, gm), target)
         record.partitions.append(op)
         return _checked(op, gm) if verify else op
     split = partitions(gm, unsupported)
     for node in split.graph.nodes:
         if node.op == "call_module" and str(node.target).startswith("xbench_"):
             sub = getattr(split, node.target)
-            op = GraphOp(sub, f"{record.name}_{node.target}", target)
+            op = GraphOp(sub, _content_name(kind, sub), target)
             record.partitions.append(op)
             setattr(split, node.target, _Module(_checked(op, sub) if verify else op))
     split.recompile()
     return split
+
+
+def _content_name(kind: str, gm: fx.GraphModule) -> str:
+    """An operator name from the graph's code: the same graph compiled again (a Dynamo recompile, the next
+    process) is the same program, so its compiled modules come from the cache."""
+    from ..cache import digest
+    return f"{kind}_{digest(gm.code)[:10]}"
 
 
 class _Module(torch.nn.Module):
