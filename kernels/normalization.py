@@ -137,7 +137,7 @@ def _ln_grads(grad_out, input, normalized_shape, mean, rstd, weight):
     return dx, (g * x_hat).sum(axis=batch) if batch else g * x_hat, g.sum(axis=batch) if batch else g
 
 
-@register("normalization", samples=_ln_backward_samples, torch=_torch_masked("native_layer_norm_backward", 4, 5))
+@register("normalization", samples=_ln_backward_samples, torch=_torch_masked("native_layer_norm_backward", 5, 6))
 def native_layer_norm_backward(grad_out: Tensor, input: Tensor, normalized_shape, mean: Tensor, rstd: Tensor,
                                weight: Tensor | None, bias: Tensor | None, output_mask):
     """ATen's native_layer_norm_backward: (grad_input, grad_weight, grad_bias) from native_layer_norm's mean and
