@@ -367,3 +367,13 @@ def scale_flat(x, out):
         r = idx // m
         c = idx % m
         out[r, c] = x[r, c] * 3
+
+
+@cuda.jit
+def read_own_writes(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i]
+        out[i] += 1
+        if x[i] > 0:
+            out[i] *= 2

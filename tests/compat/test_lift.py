@@ -223,6 +223,13 @@ def test_in_place_update_takes_and_returns_the_array():
     np.testing.assert_allclose(op(x, 3.0), mine, rtol=1e-6)
 
 
+def test_reading_back_its_own_stores_keeps_an_output_write_only():
+    op = xb.compat.from_cuda(K.read_own_writes, out="out")
+    assert list(op.signature.parameters) == ["x"]
+    x = randn(50)
+    np.testing.assert_array_equal(op(x), np.where(x > 0, (x + 1) * 2, x + 1))
+
+
 def test_data_dependent_reads_become_a_gather():
     op = xb.compat.from_cuda(K.take, out="out")
     table = randn(31)

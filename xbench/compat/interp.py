@@ -413,7 +413,7 @@ class Interp(Loops):
         if isinstance(base, SharedRef):
             sh = self.st.shared[base.name]
             ix = self.index(idx, n)
-            self.check_bounds(sh.name, ix, sh.shape, n, load=True, neg_ok=True)
+            self.check_bounds(sh.name, ix, sh.shape, n, load=True)
             v, first = read_shared(sh, ix, self.st.phase, self.threads.local_coords(), n.lineno, self.frame.src)
             for lc in self.frame.loops:
                 if lc.sym is not None and first < lc.shared_marks.get(sh.name, len(sh.writes)):
@@ -444,14 +444,15 @@ class Interp(Loops):
             raise self.err(f"{ref.name} has {len(arr.shape)} dims but `{ast.unparse(n)}` indexes {len(ix)}", n,
                            construct="index")
         neg = self.check_bounds(ref.name, ix, arr.current.sizes, n, load=True)
-        text = ast.unparse(n)
         arr.reads.append(Read(ix, n.lineno))
-        for w in reversed(arr.pending):
-            if w.op == "store" and tuple(w.idx) == ix:
-                base = self._version_load(arr, ix, n, neg)
-                return E.select(w.cond, w.value, base)
-        del text
-        return self._version_load(arr, ix, n, neg)
+        mine = [w for w in arr.pending if w.op == "store" and tuple(w.idx) == ix]     # the thread's own stores
+        # from the last store this thread surely made on its way here, what it stored since
+        first = max((i for i, w in enumerate(mine) if w.cond is self.live or w.cond is E.TRUE or
+                     E.decide(E.lor(E.lnot(self.live), w.cond), self.ranges()) is True), default=None)
+        value = self._version_load(arr, ix, n, neg) if first is None else mine[first].value
+        for w in mine[(first + 1) if first is not None else 0:]:
+            value = E.select(w.cond, w.value, value)
+        return value
 
     def _version_load(self, arr: GlobalArray, ix, n, neg) -> E.Node:
         src = arr.current
@@ -536,7 +537,7 @@ class Interp(Loops):
         self.st.local[ref.key][key] = val if cur is None else E.select(self.live, val, cur)
 
     # ---- bounds --------------------------------------------------------------------------------------------
-    def check_bounds(self, name: str, ix, sizes, n, load: bool, neg_ok: bool = False) -> bool:
+    def check_bounds(self, name: str, ix, sizes, n, load: bool) -> bool:
         """Refuse an access that provably leaves the array for some running thread; for loads, say whether an
         index may be negative (numba wraps those around, as Python does)."""
         ranges = self.ranges()

@@ -634,7 +634,8 @@ def from_cuda(kernel, out, *, shape=None, dtype=None, init=None, block=None, gri
     `block` / `grid` / `launch`: the launch the kernel's own code depends on (`cuda.blockDim`, `cuda.gridDim`):
     threads per block, blocks per grid (a tuple or a callable of the arrays), or the legacy launch code itself
     (`launch(*kernel_args)` launching it once; it is also what `report` counts as launch code). By default one
-    thread per element of the largest array, blocks shaped like the kernel's shared-memory tiles.
+    thread per element of the largest array (of the longest axis, per axis, for 2-D and 3-D launches), blocks shaped
+    like the kernel's shared-memory tiles.
     `example`: the operator's arguments to verify on (a dict by name, or a tuple in order); by default random
     float32 arrays of one size for every axis. With `verify` (the default) the operator is run on `backends` and
     compared with the original kernel (on the GPU, or numba's CUDA simulator) before it is returned; a difference
