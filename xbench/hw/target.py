@@ -477,8 +477,7 @@ def plugin_targets(eps=None) -> dict[str, tuple[Path, str]]:
     {name: (file, package)}. A package that fails to load, or names a built-in target, is skipped with a warning."""
     import warnings
     if eps is None:
-        from importlib.metadata import entry_points
-        eps = entry_points(group=PLUGIN_GROUP)
+        return dict(_installed_targets())
     builtin = {p.stem for p in TARGETS_DIR.glob("*.toml")} | {LOCAL_CPU}
     out: dict[str, tuple[Path, str]] = {}
     for ep in eps:
@@ -499,6 +498,13 @@ def plugin_targets(eps=None) -> dict[str, tuple[Path, str]]:
                     continue
                 out[f.stem] = (f, dist)
     return out
+
+
+@functools.cache
+def _installed_targets() -> dict[str, tuple[Path, str]]:
+    """The installed target packages' files, read once per process (as the operator packages are)."""
+    from importlib.metadata import entry_points
+    return plugin_targets(entry_points(group=PLUGIN_GROUP))
 
 
 @functools.cache
