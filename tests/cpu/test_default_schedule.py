@@ -95,3 +95,16 @@ def test_parallel_loops_use_only_the_cores_no_other_task_is_running_on(tmp_path,
     assert with_loadavg("2.50 2.40 2.30 3/120 999\n") == 2          # two others hold two cores
     assert with_loadavg("9.00 8.00 7.00 12/140 999\n") == 1         # oversubscribed: run on this thread alone
     assert with_loadavg("garbled\n") == 4
+
+
+def test_a_loop_on_fewer_threads_leaves_numbas_thread_count_alone():
+    import numba
+
+    # one row: the loop runs on one thread, which the threading layer would keep as this thread's setting
+    x = np.random.default_rng(0).standard_normal((1, 4096)).astype(np.float32)
+    (k,) = softmax.lower(x).kernels
+    art = softmax.compile("cpu", x, schedule={k.name: {"parallel": True}})
+    before = numba.get_num_threads()
+    out = art.run(x)[0]
+    assert numba.get_num_threads() == before
+    np.testing.assert_allclose(out.sum(axis=-1), 1.0, rtol=1e-5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -109,7 +110,15 @@ def test_table_and_serialisations(softmax_report) -> None:
     df = rep.to_pandas()
     assert df.shape[0] == len(rep) and set(df["source"]) == {"counted", "measured", "simulated", "predicted"}
     html = rep._repr_html_()
-    assert html.count("<tr") == len(rep) + 1 and "predicted_time_ms" in html
+    # grouped by where the metrics apply: a header row per group, a row per metric
+    groups = rep.groups()
+    assert list(groups) == ["operator", "cpu/test-cpu"]
+    assert html.count("<tr") == len(rep) + len(groups) and "predicted_time_ms" in html
+    assert html.count("<details open class='xb-group'") == len(groups)
+    assert "<summary>operator (counted)</summary>" in html
+    assert re.search(r"<summary>cpu on test-cpu \(measured, [a-z, ]+\)</summary>", html)
+    grouped = rep.grouped_text()
+    assert grouped.splitlines()[1] == "operator (counted)" and "cpu on test-cpu (" in grouped
 
 
 def test_metric_rules() -> None:

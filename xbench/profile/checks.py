@@ -29,6 +29,10 @@ DEFAULT_SIZES = (16, 24, 20, 12, 28, 8, 32, 36)    # dims not sized by the calle
 # second), an Ascend launch up to 48 vector cores (97 rows give each core two or three)
 SIM_SIZES = {"cuda": (37, 41, 43, 47, 53, 59, 61, 67), "ascend": (97, 41, 37, 43, 47, 53, 59, 61)}
 SIM_ELEMENTS = 1 << 12                              # largest tensor of a simulated check (elements)
+SIM_SECONDS = 3.0          # a check grown so every loop runs twice may take this long in the CUDA simulator
+TWIN_ELEMENTS = 1 << 17    # ... and its largest tensor this many elements on the Ascend twin (compiled C++)
+ASCEND_VECTOR_CORES, ASCEND_CUBE_CORES, ASCEND_TILE = 48, 24, 128
+GROW_ROUNDS = 2            # compiles a check may spend growing its sizes
 SEED = 0
 
 
@@ -196,6 +200,8 @@ class Loop:
     kernel: str
     loop: str          # what it iterates, e.g. "blocks over rows (grid x)", "lanes over 41 elements"
     trips: int
+    grow: float = 1.0  # how much each dim would have to grow for a second trip (an estimate; 1: none)
+    over: int = 1      # ... the loop running over this many of the dims together (0: all, -1: all but the last)
 
 
 def _stage_length(program: Any, kernel: str) -> int:
@@ -221,26 +227,32 @@ def _cuda_loops(art: Any) -> list[Loop]:
             grid, sim = list(ln["grid"]), list(ln.get("sim_grid", ln["grid"]))
             simulated = bool(getattr(art, "predicted", False))
             run_grid = sim if simulated else grid
+            cap = _sim_grid_max() if simulated else 1 << 30       # the most blocks per grid dimension run here
             if ln.get("template") == "tiled":
                 M, N, K = int(ln["M"]), int(ln["N"]), int(ln["K"])
+                ext = {"x": (N, int(ln["BN"])), "y": (M, int(ln["BM"]))}
                 tiles = {"x": -(-N // int(ln["BN"])), "y": -(-M // int(ln["BM"])), "z": int(ln.get("batch", 1))}
                 for i, ax in enumerate("xyz"):
                     if tiles[ax] > 1 or ax != "z":
+                        need = (ext[ax][1] * min(cap, max(grid[i], 2)) + 1) / max(1, ext[ax][0]) if ax in ext \
+                            else 1.0
                         out.append(Loop(name, f"block tiles over {'NMB'[i]} (grid {ax})",
-                                        -(-tiles[ax] // max(1, run_grid[i]))))
-                out.append(Loop(name, f"K steps of {ln['BK']}", -(-K // int(ln["BK"]))))
+                                        -(-tiles[ax] // max(1, run_grid[i])), need))
+                out.append(Loop(name, f"K steps of {ln['BK']}", -(-K // int(ln["BK"])), (int(ln["BK"]) + 1) / K))
                 continue
             points = int(ln.get("points", 0) or 0)
             T = int(ln.get("threads_per_point", 1) or 1)
             if T > 1:
                 R = int(ln.get("points_per_block", 1) or 1)
                 groups = -(-points // R) if points else grid[0]
-                out.append(Loop(name, "blocks over outer points (grid x)", -(-groups // max(1, run_grid[0]))))
+                out.append(Loop(name, "blocks over outer points (grid x)", -(-groups // max(1, run_grid[0])),
+                                (R * min(cap, max(grid[0], 2)) + 1) / max(1, points), 0))
                 L = _stage_length(art.program, k.name)
-                out.append(Loop(name, f"{T} lanes over {L} elements", -(-L // T)))
+                out.append(Loop(name, f"{T} lanes over {L} elements", -(-L // T), (T + 1) / L))
             elif points:
-                threads = int(ln.get("threads_per_block", 1) or 1) * max(1, run_grid[0])
-                out.append(Loop(name, "threads over outer points (grid-stride)", -(-points // threads)))
+                tpb = int(ln.get("threads_per_block", 1) or 1)
+                out.append(Loop(name, "threads over outer points (grid-stride)", -(-points // (tpb * max(1, run_grid[0]))),
+                                (tpb * min(cap, max(grid[0], 2)) + 1) / max(1, points), 0))
     return out
 
 
@@ -253,18 +265,34 @@ def _ascend_loops(art: Any) -> list[Loop]:
                 continue
             t, name = ln["tiling"], str(ln.get("entry", k.name))
             cores = int(t.get("blockDim", ln.get("block_dim", 1)) or 1)
-            for per, what in (("rowsPerBlock", "rows per core"), ("tilesPerBlock", "tiles per core"),
-                              ("unitsPerBlock", "matmul blocks per core")):
+            most = ASCEND_VECTOR_CORES if ln.get("form") != "matmul" else ASCEND_CUBE_CORES
+            for per, count, what, over in (("rowsPerBlock", "rows", "rows per core", -1),
+                                           ("tilesPerBlock", "totalTiles", "tiles per core", 0),
+                                           ("unitsPerBlock", "units", "matmul blocks per core", 2)):
+                extra = {"rowsPerBlock": "extraRows", "tilesPerBlock": "extraTiles", "unitsPerBlock": "extraUnits"}
                 if per in t:
-                    out.append(Loop(name, f"{what} ({cores} cores)", int(t[per])))
+                    trips = int(t[per]) + (1 if int(t.get(extra[per], 0) or 0) > 0 else 0)
+                    n = max(1, int(t.get(count, cores) or 1))
+                    # two per core on every core a launch can use: rows and matmul blocks; tiles: a core's share
+                    # must hold two of the least length (a tile is half a share from two of them on)
+                    tile = int(t.get("tileLength", ASCEND_TILE)) or ASCEND_TILE
+                    need = 2 * most / n if per != "tilesPerBlock" else 4 * most * max(tile, 2 * ASCEND_TILE) / (
+                        tile * n)
+                    out.append(Loop(name, f"{what} ({cores} cores)", trips, need, over))
             if int(t.get("tilesPerRow", 1) or 1) > 1 and "tilesPerBlock" not in t:
                 out.append(Loop(name, "tiles per row", int(t["tilesPerRow"])))
     return out
 
 
+def _sim_grid_max() -> int:
+    from ..backends.cuda.codegen import SIM_GRID_MAX
+    return int(SIM_GRID_MAX)
+
+
 def loop_trips(art: Any) -> list[Loop]:
-    """The loops of a cuda or ascend artifact and the trips each ran (the fewest of any thread or core) as run
-    here: a simulated cuda launch runs its `sim_grid`. Empty for other backends."""
+    """The loops of a cuda or ascend artifact and the trips each ran (the most of any thread or core: a second
+    trip exercised anywhere) as run here: a simulated cuda launch runs its `sim_grid`. Empty for other
+    backends."""
     backend = getattr(art, "backend", "")
     if backend == "cuda":
         return _cuda_loops(art)
@@ -321,7 +349,6 @@ def check(op: Any, args: Sequence[Any], kwargs: Mapping[str, Any], backend: str,
     backend runs here (or its artifact is not simulated), else at `sim_dims` (the dims in `given`, default all,
     are the caller's). Raises what compiling or running raises."""
     from ..verify import check as compare_outputs
-    from ..verify import verify
 
     art = artifact if artifact is not None else op.compile(backend, *args, schedule=schedule, **kwargs)
     dims = call_dims(op, args, kwargs)
@@ -333,10 +360,44 @@ def check(op: Any, args: Sequence[Any], kwargs: Mapping[str, Any], backend: str,
     if small == dims:
         comps = compare_outputs(art, op.arrays(*args, **kwargs))
         return Check(backend, dims, list(comps), loop_trips(art))
-    inputs = make_inputs(op, small, _float_dtype(op, args, kwargs) or dtype)
+    dt = _float_dtype(op, args, kwargs) or dtype
+    inputs = make_inputs(op, small, dt)
     small_art = op.compile(backend, *inputs.args, schedule=schedule, **inputs.kwargs)
-    comps = verify(op, *inputs.args, backend=backend, schedule=schedule, **inputs.kwargs)
-    return Check(backend, small, list(comps), loop_trips(small_art), resized=True)
+    loops = loop_trips(small_art)
+    for _ in range(GROW_ROUNDS):        # larger, so the loops that ran once run twice, while affordable
+        grown = _grown(op, small, loops, [n for n in small if n not in names], dims)
+        if grown is None:
+            break
+        bigger = make_inputs(op, grown, dt)
+        art2 = op.compile(backend, *bigger.args, schedule=schedule, **bigger.kwargs)
+        if not _affordable(backend, art2, op, grown):
+            break
+        small, inputs, small_art, loops = grown, bigger, art2, loop_trips(art2)
+    comps = compare_outputs(small_art, op.arrays(*inputs.args, **inputs.kwargs))
+    return Check(backend, small, list(comps), loops, resized=True)
+
+
+def _grown(op: Any, dims: Mapping[str, int], loops: Sequence[Loop], free: Sequence[str],
+           call: Mapping[str, int]) -> dict[str, int] | None:
+    """The check's dims grown so that each loop that ran once would run twice (`Loop.grow`; a loop over every
+    point shares its growth among the free dims), or None when nothing can grow. Dims the caller gave
+    (not in `free`) keep their size; the others stay distinct."""
+    once = [lp for lp in loops if lp.trips < 2 and lp.grow > 1]
+    if not once or not free:
+        return None
+    def share(lp: Loop) -> float:
+        n = {0: len(free), -1: max(1, len(free) - 1)}.get(lp.over, min(lp.over, len(free)))
+        return lp.grow ** (1 / max(1, n))
+    per_dim = max(share(lp) for lp in once) * 1.05
+    out = {n: (int(math.ceil(v * per_dim)) if n in free else v) for n, v in dims.items()}
+    _distinct(out, call)
+    return out if out != dict(dims) else None
+
+
+def _affordable(backend: str, art: Any, op: Any, dims: Mapping[str, int]) -> bool:
+    if backend == "cuda" and hasattr(art, "sim_seconds"):
+        return art.sim_seconds() <= SIM_SECONDS
+    return _largest(tensor_shapes(op), dims) <= TWIN_ELEMENTS
 
 
 def _float_dtype(op: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:

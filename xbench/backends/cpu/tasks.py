@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 from llvmlite import ir
-from numba import get_num_threads
+from numba import get_num_threads, set_num_threads
 from numba.core import cgutils, compiler, types
 from numba.extending import intrinsic
 from numba.np.arrayobj import _empty_nd_impl
@@ -181,8 +181,12 @@ def parallel_for(task, which: int, n: int, *arrays: np.ndarray) -> None:
     `arrays` are the C-contiguous buffers it views, in order."""
     if n <= 0:
         return
-    threads = max(1, min(get_num_threads(), n, free_cores()))
+    asked = get_num_threads()
+    threads = max(1, min(asked, n, free_cores()))
     k = len(arrays) + 1
     _, sched, dims, steps = _launch_args(n, threads, k)
     argv = (ctypes.c_void_p * k)(sched, *(a.__array_interface__["data"][0] for a in arrays))
     _launcher()(task.address, argv, dims, steps, which or None, 0, k, threads)
+    if threads != asked:
+        # the threading layer keeps a launch's thread count as this thread's setting: give the next one back
+        set_num_threads(asked)
