@@ -341,7 +341,7 @@ class KernelSpec:
         sc = {}
         for p, v in scalars.items():
             if isinstance(v, (bool, np.bool_)) or isinstance(v, (int, np.integer)) and p not in self.float_scalars:
-                sc[p] = E.const(v) if not isinstance(v, np.integer) else E.const(v)
+                sc[p] = E.const(v)
             elif _is_tensor(v) or isinstance(v, np.ndarray):
                 sc[p] = E.param(p, _dtype_name(v))
             elif isinstance(v, (float, np.floating)):
@@ -381,6 +381,8 @@ class _Shaped:
 
 def _check_written(name: str, content: E.Node, src: E.Source, kernel: KernelSource) -> None:
     for un, cond in unwritten_paths(content):
+        if E.decide(cond) is False:
+            continue
         where = _witness(cond, src)
         if un.src is not None and isinstance(un.src, E.Source):
             what = f"{name}{where}" if where else f"elements of {name}" + (" (which, the data decide)"
@@ -398,7 +400,7 @@ def _check_written(name: str, content: E.Node, src: E.Source, kernel: KernelSour
 def _witness(cond: E.Node, src: E.Source) -> str:
     if cond.data:
         return ""
-    pos = [p for p in src.pos]
+    pos = list(src.pos)
     env = {}
     for i, p in enumerate(pos):
         shape = [1] * len(pos)
