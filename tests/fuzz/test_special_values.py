@@ -124,3 +124,13 @@ def test_max_min_reductions_keep_nan(backend, width):
     x[1, -1] = np.nan
     x[2, :2] = [np.inf, -np.inf]
     agree(extremes, [x], backend)
+
+
+@pytest.mark.parametrize("backend,dtype", [(b, d) for b in ("cpu", "ascend") for d in ("float16", "bfloat16")])
+def test_16_bit_floats_at_special_values(backend, dtype):
+    """The same grids in float16 and bfloat16 (the cuda backend takes no bfloat16 buffers; its float16 path is
+    the float32 one): ascend's Cast saturated float16 overflow to 65504 instead of inf."""
+    g = float_grid(dtype)
+    a, b = (np.array(p).astype(g.dtype) for p in zip(*itertools.product(g, g)))
+    agree(unary_floats, [g], backend)
+    agree(binary_floats, [a, b], backend)

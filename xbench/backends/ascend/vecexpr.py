@@ -468,6 +468,23 @@ class VecEmitter:
             self.pool.release(y)
             self.pool.release(m)
             return
+        if s == "float32" and d == "float16":
+            # the Cast saturates a finite value past the half range (the hardware's default); IEEE and PyTorch
+            # round it to the infinity (bfloat16's range is float32's but for the top 0.4 %)
+            self.src(f"Cast({out.name}, {x.name}, RoundMode::CAST_RINT, {n});")
+            edge = 65520.0                                           # 65504 + half an ulp
+            self.features.select = True
+            z, m = self.pool.alloc("float32"), self.pool.alloc("uint8")
+            self.src(f"Compare({m.name}, {x.name}, {x.name}, CMPMODE::EQ, XbAlign({n}, 64));")
+            self.src(f"Select({z.name}, {m.name}, {x.name}, 0.0f, SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});")  # NaN: 0
+            for value in (float("inf"), float("-inf")):
+                self.src(f"Compares({m.name}, {z.name}, {float_lit(edge if value > 0 else -edge)}, "
+                         f"CMPMODE::{'LT' if value > 0 else 'GT'}, XbAlign({n}, 64));")
+                self.src(f"Select({out.name}, {m.name}, {out.name}, {vec_scalar(float_lit(value), d)}, "
+                         f"SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});")
+            self.pool.release(z)
+            self.pool.release(m)
+            return
         mode = _cast_mode(s, d)
         if mode is None:  # two steps through float
             mid = self.pool.alloc("float32")
