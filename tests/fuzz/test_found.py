@@ -275,3 +275,17 @@ def test_a_gathered_window_under_padding(backend):
     b = np.array([[-1]], np.int64)
     (got,) = run(gather_then_pad, a, b, backend=backend)
     assert got.tolist() == [[[7, 3, 3]], [[3, 3, 3]]]
+
+
+@xb.tensor_op
+def to_the_infinity(x: Tensor):
+    return x ** float("inf"), x ** -float("inf"), x ** float("nan")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_constant_infinite_exponent(backend):
+    """ascend: a constant exponent of inf went through int(k) in the code generator (OverflowError)."""
+    x = np.array([0, 1, 2], np.uint8)
+    up, down, nan = run(to_the_infinity, x, backend=backend)
+    assert up.tolist() == [0.0, 1.0, np.inf] and down.tolist() == [np.inf, 1.0, 0.0]
+    assert nan[1] == 1.0 and np.isnan(nan[[0, 2]]).all()

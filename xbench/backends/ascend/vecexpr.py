@@ -1164,7 +1164,7 @@ class VecEmitter:
         xt = self.tile_of(base_e, x)
         k = exp_e.value if isinstance(exp_e, Const) else None
         out = self._dst((e, guard), dt)
-        if k is not None and float(k) == int(k) and 1 <= int(k) <= 4:
+        if k is not None and float(k) in (1.0, 2.0, 3.0, 4.0):
             self.src(f"Muls({out.name}, {xt.name}, {vec_scalar('1.0f', dt)}, {n});")
             for _ in range(int(k) - 1):
                 self.src(f"Mul({out.name}, {out.name}, {xt.name}, {n});")
