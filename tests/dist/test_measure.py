@@ -44,7 +44,7 @@ def test_real_measurements_have_consistent_bookkeeping(launch):
     assert len(ov["ready_s"]) == len(ov["comm_per_bucket_s"]) == len(ov["buckets"])
     assert ov["ready_s"] == sorted(ov["ready_s"])
     assert all(v > 0 for v in ov["median_s"].values())
-    for k in ("hidden_measured", "hidden_blocking", "hidden_predicted"):
+    for k in ("hidden_measured", "hidden_blocking", "hidden_predicted", "hidden_timeline"):
         assert 0.0 <= ov[k] <= 1.0
     sw = out[0]["sweep"]
     assert set(sw["collectives"]) == {"allreduce", "all_gather"} and sw["world"] == 2
