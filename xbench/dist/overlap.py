@@ -165,6 +165,7 @@ def measure_job(rank: int, world: int, workload: str = "bert", steps: int = 6, b
 
     for _ in range(2):                          # warm-up, and DDP's bucket rebuild after the first step
         step("overlapped")
+    rec.ready, rec.sizes, rec.done = [], [], []
     step("record")
     sizes = list(rec.sizes)
 
