@@ -169,6 +169,11 @@ def _drive(page: playwright_sync.Page, problems: list[str]) -> None:
     playwright_sync.expect(err).to_contain_text("hint: did you mean xb.tanh?")
     accordion = cells.nth(2).locator(".widget-accordion, .jupyter-widget-Accordion, .lm-Accordion").first
     playwright_sync.expect(accordion).to_contain_text("Traceback (from your code)")
+    # %xbench: the session tables in the views' style, not the page's (right-aligned, striped) one
+    session = cells.nth(3).locator("table.xb-table td").first
+    playwright_sync.expect(session).to_be_visible()
+    assert session.evaluate("el => getComputedStyle(el).textAlign") in ("left", "start")
+    _check(page, cells.nth(3).locator(".jp-OutputArea-output").last, "session", problems)
     tabs = widget.locator(".lm-TabBar-tab")
     titles = tabs.all_inner_texts()
     assert titles == ["Summary", "IR", "CPU", "CUDA", "PTX", "Ascend C", "Side by side", "Resources", "Metrics",

@@ -40,12 +40,13 @@ STYLE = f"""<style>
   box-sizing: border-box; }}
 .xb-view * {{ box-sizing: border-box; }}
 .xb-title {{ font-weight: 600; margin: 2px 0 6px; overflow-wrap: anywhere; }}
-.xb-table {{ border-collapse: collapse; margin: 2px 0 8px; max-width: 100%; }}
-.xb-table th, .xb-table td {{ text-align: left; padding: 2px 8px; vertical-align: top;
-  border-bottom: 1px solid var(--jp-border-color2, #ddd); }}
-.xb-table th {{ font-weight: 600; white-space: nowrap; }}
-.xb-table td {{ white-space: nowrap; }}
-.xb-table td.xb-note {{ white-space: normal; overflow-wrap: anywhere; min-width: 12em;
+.xb-view table.xb-table {{ border-collapse: collapse; margin: 2px 0 8px; max-width: 100%; border: none; }}
+.xb-view table.xb-table tr, .xb-view table.xb-table tbody tr:nth-child(odd) {{ background: none; }}
+.xb-view table.xb-table th, .xb-view table.xb-table td {{ text-align: left; padding: 2px 8px; vertical-align: top;
+  border: none; border-bottom: 1px solid var(--jp-border-color2, #ddd); }}
+.xb-view table.xb-table th {{ font-weight: 600; white-space: nowrap; }}
+.xb-view table.xb-table td {{ white-space: nowrap; }}
+.xb-view table.xb-table td.xb-note {{ white-space: normal; overflow-wrap: anywhere; min-width: 12em;
   color: var(--jp-ui-font-color2, #555); }}
 .xb-pass {{ color: var(--jp-success-color1, #1a7f37); }}
 .xb-fail {{ color: var(--jp-error-color1, #cf222e); }}
@@ -60,7 +61,7 @@ STYLE = f"""<style>
 .xb-view h4 {{ margin: 10px 0 4px; font-size: 12px; }}
 .xb-cards {{ display: flex; flex-wrap: wrap; gap: 4px 24px; align-items: flex-start; }}
 .xb-cards > div {{ flex: 0 1 auto; max-width: 100%; min-width: 0; }}
-.xb-cards td:first-child {{ white-space: normal; }}
+.xb-view .xb-cards table.xb-table td:first-child {{ white-space: normal; }}
 .xb-view details > summary {{ cursor: pointer; font-weight: 600; }}
 .xb-roofline svg {{ display: block; }}
 .xb-roofline {{ color: var(--jp-ui-font-color1, #1f1f1f); max-width: 100%; }}
