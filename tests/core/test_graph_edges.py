@@ -1,5 +1,6 @@
 """Patterns whole-model graphs are full of, on every backend: elementwise ops reading a 0-d value across the
-cpu parallel threshold, outputs that are captured constants, library operators called on tensors in a list."""
+cpu parallel threshold, outputs that are captured constants, library operators called on tensors in a list,
+an input called `out`, and PyTorch's promotion of 0-d tensors."""
 import numpy as np
 import pytest
 
@@ -76,3 +77,30 @@ def test_library_operator_on_tensors_in_a_list():
     c, s = joined(a, b)
     np.testing.assert_array_equal(c, np.concatenate([a, b * 2]))
     np.testing.assert_array_equal(s, np.stack([a[:2], b[:2]], axis=1))
+
+
+@xb.tensor_op
+def named_out(x: xb.Tensor, out: xb.Tensor):
+    return x * out, x + out
+
+
+@pytest.mark.parametrize("backend", ("cpu",) + SMALL)
+def test_an_input_called_out_keeps_its_own_buffer(backend):
+    x, o = np.array([3.0, 4.0], np.float32), np.array([2.0, 5.0], np.float32)
+    for _ in range(2):                                  # the second call must not see the first call's results
+        a, b = named_out.run(x, o, backend=backend)
+        np.testing.assert_array_equal(a, x * o)
+        np.testing.assert_array_equal(b, x + o)
+
+
+def test_a_0d_tensor_widens_a_dimensioned_one_only_across_categories():
+    @xb.tensor_op
+    def mul(a: xb.Tensor, b: xb.Tensor):
+        return a * b, b * a
+
+    import torch
+    for da, db in [(np.float32, np.float64), (np.int32, np.float64), (np.int8, np.int64), (np.bool_, np.int64),
+                   (np.float16, np.float32), (np.float32, np.int64)]:
+        a, b = np.ones(3, da), np.array(2, db)
+        want = (torch.from_numpy(a) * torch.from_numpy(b)).numpy().dtype
+        assert {o.dtype for o in mul(a, b)} == {want}, (da, db)

@@ -32,13 +32,7 @@ class Known:
     op: str = ".*"      # regex on the operator name
 
 
-KNOWN: list[Known] = [
-    Known(backend="cpu|ascend", sample=".*", reason="outside tolerance",
-          op="_scaled_dot_product_flash_attention_for_cpu_backward",
-          why="xbench/ir/lower.py names the first output buffer 'out', and ATen's argument 'out' (the forward's "
-              "output) is an input of that name: the two share one buffer, so the first gradient is written over "
-              "the input the others still read (the reference interprets the graph and is right)"),
-]
+KNOWN: list[Known] = []
 
 
 def _known(cell) -> bool:

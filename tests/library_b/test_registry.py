@@ -55,11 +55,7 @@ TINY = SHAPES["tiny"]
 
 # Defects found by an operator and named where they live: each such test must keep failing until its fix
 # (strict), and then its entry has to go.
-KNOWN_CPU = {
-    "_scaled_dot_product_flash_attention_for_cpu_backward":
-        "xbench/ir/lower.py names the first output buffer 'out', which ATen's input 'out' then shares: the first "
-        "gradient overwrites the input the others read",
-}
+KNOWN_CPU: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_CPU[n]))

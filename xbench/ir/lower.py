@@ -133,8 +133,13 @@ class LowerCtx:
         kernels: list[Kernel] = []
         copies: list[Kernel] = []
         # name graph outputs first so their buffers are called out, out1, ...
-        for i, v in enumerate(g.outputs):
-            name = "out" if i == 0 else f"out{i}"
+        k = 0
+        for v in g.outputs:
+            name = "out" if k == 0 else f"out{k}"
+            while name in self._taken:         # an input may be called `out` (ATen's flash attention backward)
+                k += 1
+                name = f"out{k}"
+            k += 1
             self._taken.add(name)
             if v.id in self.buffer_of:          # an input (or an output listed twice): copy it, after the rest
                 src = self.buffer_of[v.id]
