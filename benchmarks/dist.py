@@ -129,7 +129,7 @@ def gate_section(quick: bool) -> None:
     from xbench.dist.gate import run_gate
 
     for seed in ((0,) if quick else (0, 1, 2)):
-        r = run_gate(100 if quick else 200, seed=seed)
+        r = run_gate(100 if quick else 400, seed=seed)         # 400: every seed past the knee of its curve
         print(f"\n## accuracy gate, seed {seed}\n" + r.table())
 
 
