@@ -62,6 +62,9 @@ def rule_for(target) -> tuple[Rule | None, str]:
         return PYTHON[target], ""
     t = target_of(target)
     ns = t.text.split(".", 1)[0]
+    inlined = _custom_rule(ns, t.packet)
+    if inlined is not None:
+        return inlined, ""
     if ns not in ("aten", "prims"):
         return None, f"{t.text} is not an ATen op"
     schema = getattr(target, "_schema", None)
@@ -79,6 +82,25 @@ def rule_for(target) -> tuple[Rule | None, str]:
             return None, f"the library has no operator for aten.{t.packet}"
         return library_call(op), ""
     return None, f"no rule for {t.text}"
+
+
+def _custom_rule(ns: str, packet: str) -> Rule | None:
+    """An xbench operator registered as a torch custom op (`xb.torch.custom_op`) joins the graph's trace."""
+    from .custom import _registered
+    c = _registered.get(f"{ns}::{packet}")
+    backward = c is None and packet.endswith("_backward")
+    if backward:
+        c = _registered.get(f"{ns}::{packet.removesuffix('_backward')}")
+    if c is None:
+        return None
+    names = [p.name for p in c.params]
+    op = c._backward if backward else c.op
+
+    def call(*args):
+        kw = dict(zip(names, args))
+        kw.update({f"ct{i}": a for i, a in enumerate(args[len(names):])})
+        return op.inline(**kw)
+    return call
 
 
 def library_call(op) -> Rule:
@@ -205,6 +227,13 @@ def _unbind(x, dim: int = 0):
 def _copy(self, src, non_blocking: bool = False):
     return xb.broadcast_to(src.astype(self.dtype) if isinstance(src, Tensor) else
                            xb.full((), src, self.dtype), self.shape)
+
+
+@lowering("fill.Tensor", "fill.Scalar", "fill")
+def _fill(self, value):
+    if isinstance(value, Tensor):
+        return xb.broadcast_to(value.astype(self.dtype), self.shape)
+    return xb.full(self.shape, value, self.dtype)
 
 
 @lowering("expand_copy")
