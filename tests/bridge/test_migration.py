@@ -154,3 +154,30 @@ def test_the_override_leaves_dtypes_it_has_not_qualified_to_torch():
     torch.testing.assert_close(a, torch.arange(6.0, dtype=torch.float64) * 3)
     torch.testing.assert_close(b, torch.arange(6.0) ** 2)
     assert st.calls["mul"] == 1
+
+
+def test_a_custom_op_trains_under_ddp(rms, tmp_path):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.w = torch.nn.Linear(8, 8), torch.nn.Parameter(torch.ones(8))
+
+        def forward(self, x):
+            return rms(self.lin(x), self.w)
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        net = Net()
+        plain = copy.deepcopy(net)
+        ddp = DDP(net)
+        x = torch.randn(4, 8)
+        ddp(x).pow(2).sum().backward()
+        torch_rmsnorm(plain.lin(x), plain.w).pow(2).sum().backward()
+        for a, b in zip(net.parameters(), plain.parameters()):
+            torch.testing.assert_close(a.grad, b.grad)
+    finally:
+        dist.destroy_process_group()
