@@ -66,12 +66,8 @@ class Program:
     # ---- source -------------------------------------------------------------------------------------
     def body(self) -> str:
         lines = [f"    {s.name} = {s.text}" for s in self.stmts]
-        outs = ", ".join(self.outputs)
-        lines.append(f"    return {outs}" + ("," if len(self.outputs) == 1 and self._tuple_return() else ""))
+        lines.append(f"    return {', '.join(self.outputs)}")
         return "\n".join(lines)
-
-    def _tuple_return(self) -> bool:
-        return False
 
     def signature(self) -> str:
         return ", ".join(f"{i.name}: Tensor" for i in self.inputs)
