@@ -107,5 +107,6 @@ def test_a_saved_finding_is_a_test_that_runs(tmp_path):
     spec = importlib.util.spec_from_file_location("saved", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert "--seed 3` (operator 12): wrong on cpu" in open(path).read()
+    with open(path) as fh:
+        assert "--seed 3` (operator 12): wrong on cpu" in fh.read()
     mod.test_cpu_abc123()          # cpu agrees with the reference on this one: the saved test passes
