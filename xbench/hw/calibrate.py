@@ -20,7 +20,7 @@ What is measured (each the median of several runs, with the relative spread (max
 
 The result is stored as JSON under `cache_dir("hw")` with the date and the spreads, and reused until
 `calibrate(force=True)`. A calibration with a spread above NOISY (the host was busy) is measured again when
-it is next loaded, up to REMEASURE times, and each roof keeps the best of the measurements (a busy host
+it is next loaded by another process, up to REMEASURE times, and each roof keeps the best of the measurements (a busy host
 gives roofs that are too low, and honest kernels then land above them). Every number of the Target says
 "measured <date>" or where it was read.
 """
@@ -53,6 +53,7 @@ NOISY = 0.2               # a spread above this is flagged, and the calibration 
 REMEASURE = 2             # ... at most this many times
 _measurements = 0          # how many calibrations this process has measured (not loaded from the cache)
 _loaded: dict[str, Target] = {}
+_measured_here: set[str] = set()   # calibrations this process measured: not measured again here, even if noisy
 
 
 def measurement_count() -> int:
@@ -441,11 +442,12 @@ def calibrate(force: bool = False, *, quick: bool = False, verbose: bool = True)
             entry = json.loads(path.read_text())
         if (entry and entry.get("version") == FORMAT_VERSION and (quick or not entry.get("quick"))
                 and entry.get("key") == _host_key(cpu_facts(), read_caches())):
-            if noisy(entry) and entry.get("remeasured", 0) < REMEASURE:
+            if noisy(entry) and entry.get("remeasured", 0) < REMEASURE and str(path) not in _measured_here:
                 _say(verbose, f"the cached calibration is noisy ({', '.join(noisy(entry))}); measuring again "
                      "and keeping the best of both")
                 entry = merge(entry, _measure(bool(entry.get("quick")), verbose))
                 atomic_write(path, json.dumps(entry, indent=1))
+                _measured_here.add(str(path))
             key = f"{path}:{entry['measured']}"
             if key not in _loaded:
                 _loaded[key] = build_target(entry["data"], f"{path} (measured {entry['measured']})")
@@ -454,6 +456,7 @@ def calibrate(force: bool = False, *, quick: bool = False, verbose: bool = True)
     _say(verbose, f"measuring this machine ({'quick' if quick else 'full'}); the result is cached in {path}")
     entry = _measure(quick, verbose)
     atomic_write(path, json.dumps(entry, indent=1))
+    _measured_here.add(str(path))
     t = build_target(entry["data"], f"{path} (measured {entry['measured']})")
     _loaded[f"{path}:{entry['measured']}"] = t
     return t
