@@ -34,16 +34,32 @@ def _marker_boxes(markers: Sequence, px_per_pt: float) -> list[tuple[float, floa
     return out
 
 
-def spread(fig, annotations: Sequence, markers: Sequence = ()) -> None:
-    """Move `annotations` (matplotlib Annotations with offsets in points) apart and off the `markers` (Line2D
-    artists whose markers a label must not cover); see the module docstring."""
+def _line_boxes(lines: Sequence, step: float = 3.0) -> list[tuple[float, float, float, float]]:
+    """Small boxes along each line's path in display space (a label must not sit on a roof)."""
+    import numpy as np
+    out = []
+    for ln in lines:
+        xy = ln.get_transform().transform(ln.get_xydata())
+        half = max(1.0, ln.get_linewidth())
+        for (x0, y0), (x1, y1) in zip(xy[:-1], xy[1:]):
+            n = max(1, int(np.hypot(x1 - x0, y1 - y0) / step))
+            for t in np.linspace(0.0, 1.0, n + 1):
+                x, y = x0 + t * (x1 - x0), y0 + t * (y1 - y0)
+                out.append((x - half, x + half, y - half, y + half))
+    return out
+
+
+def spread(fig, annotations: Sequence, markers: Sequence = (), lines: Sequence = ()) -> None:
+    """Move `annotations` (matplotlib Annotations with offsets in points) apart, off the `markers` (Line2D
+    artists whose markers a label must not cover) and off the `lines` (Line2D artists a label must not sit
+    on); see the module docstring."""
     if not annotations:
         return
     canvas = _canvas(fig)
     canvas.draw()
     renderer = canvas.get_renderer()
     px_per_pt = fig.dpi / 72.0
-    placed = _marker_boxes(markers, px_per_pt)    # boxes already placed: (x0, x1, y0, y1)
+    placed = _marker_boxes(markers, px_per_pt) + _line_boxes(lines)    # boxes placed: (x0, x1, y0, y1)
     order = sorted(annotations, key=lambda a: _box(a, renderer).y0)
     for a in order:
         b = _box(a, renderer)

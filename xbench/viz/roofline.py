@@ -215,6 +215,7 @@ class _Drawing:
         self.fig = fig
         self.labels: list = []
         self.markers: list = []
+        self.roofs: list = []                # lines a point's label must not sit on
         self.tooltips: dict[str, str] = {}
 
     def label(self, ax, text: str, xy, offset, *, color=INK, ha="left", va="center", size=8, leader=False,
@@ -257,6 +258,8 @@ class _Drawing:
 
     def finish(self) -> None:
         from .labels import spread
+        points = [a for a in self.labels if a.get_gid().startswith("label:point:")]
+        spread(self.fig, points, self.markers, self.roofs)      # the operator's labels off the roofs
         spread(self.fig, self.labels, self.markers)
         self.fig.canvas.draw()
         self.fig.set_layout_engine("none")       # the layout the labels were spread in, kept for every save
@@ -297,8 +300,9 @@ def _overview(fig, data: RooflineData, title: str) -> None:
         if bw is None:
             continue
         r = p.peak / bw
-        ax.plot([lo, r, hi], [bw * lo, p.peak, p.peak], color=c, lw=1.8, solid_joinstyle="miter",
-                gid=f"roof:{p.target}", label="_nolegend_")
+        (roof,) = ax.plot([lo, r, hi], [bw * lo, p.peak, p.peak], color=c, lw=1.8, solid_joinstyle="miter",
+                          gid=f"roof:{p.target}", label="_nolegend_")
+        d.roofs.append(roof)
         d.tooltips[f"roof:{p.target}"] = (f"{p.target}: {p.main_roof} peak {_rate(p.peak, 'FLOP/s')}, "
                                           f"{p.memory} {_rate(bw, 'B/s')}, ridge {r:.3g} FLOP/B")
         named.setdefault(p.peak, []).append(p.target)
@@ -339,8 +343,9 @@ def _detail(fig, p: Panel, title: str) -> None:
     by_value: dict[float, list[str]] = {}
     for name, v in p.compute_roofs.items():
         main = name == p.main_roof
-        ax.plot([lo, hi], [v, v], color=INK, alpha=0.85 if main else 0.4, lw=1.6 if main else 0.9,
-                ls="-" if main else "--", gid=f"compute:{name}", label="_nolegend_")
+        (line,) = ax.plot([lo, hi], [v, v], color=INK, alpha=0.85 if main else 0.4, lw=1.6 if main else 0.9,
+                          ls="-" if main else "--", gid=f"compute:{name}", label="_nolegend_")
+        d.roofs.append(line)
         d.tooltips[f"compute:{name}"] = f"{p.target} {name} peak: {_rate(v, 'FLOP/s')}"
         by_value.setdefault(v, []).append(name)
     for v, names in by_value.items():        # roofs of the same height: one label naming them all
@@ -352,7 +357,9 @@ def _detail(fig, p: Panel, title: str) -> None:
     for i, (lv, bw) in enumerate(p.memory_roofs.items()):
         c = PALETTE[i % len(PALETTE)]
         x_end = min(hi, peak_top / bw)
-        ax.plot([lo, x_end], [bw * lo, bw * x_end], color=c, lw=1.3, gid=f"memory:{lv}", label="_nolegend_")
+        (line,) = ax.plot([lo, x_end], [bw * lo, bw * x_end], color=c, lw=1.3, gid=f"memory:{lv}",
+                          label="_nolegend_")
+        d.roofs.append(line)
         r = p.ridges[lv]
         ax.plot([r], [bw * r], marker="D", ms=4, color=c, ls="none", gid=f"ridge:{lv}", label="_nolegend_")
         d.tooltips[f"memory:{lv}"] = f"{p.target} {lv}: {_rate(bw, 'B/s')}, ridge {r:.3g} FLOP/B against " \
