@@ -15,6 +15,7 @@ xbench's names).
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 import operator
 from collections.abc import Callable
@@ -76,11 +77,9 @@ def rule_for(target) -> tuple[Rule | None, str]:
     if fn is not None:
         return fn, ""
     if ns == "aten":
-        try:
-            op = xb.ops.get(t.packet)
-        except AttributeError:
+        if t.packet not in _library_names():
             return None, f"the library has no operator for aten.{t.packet}"
-        return library_call(op), ""
+        return library_call(xb.ops.get(t.packet)), ""
     return None, f"no rule for {t.text}"
 
 
@@ -101,6 +100,11 @@ def _custom_rule(ns: str, packet: str) -> Rule | None:
         kw.update({f"ct{i}": a for i, a in enumerate(args[len(names):])})
         return op.inline(**kw)
     return call
+
+
+@functools.lru_cache(maxsize=1)
+def _library_names() -> frozenset:
+    return frozenset(xb.ops.list())
 
 
 def library_call(op) -> Rule:
