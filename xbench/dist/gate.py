@@ -10,10 +10,11 @@ costs depends on the range inside one scale block. With the default 256-value bl
 int4 without error feedback also stays inside the margin on this task (as the toy regression did) -- that is
 a finding, not a pass for the method. The task is made hard enough by a coarser scale, one per 64 Ki values
 (as per-tensor schemes have): the largest gradient of the block then sets a step far above most embedding
-rows' gradients, those rows stop moving without error feedback, and held-out accuracy falls outside the
-margin, while error feedback carries the rounded-off part into the next steps and stays inside it.
+rows' gradients and those rows stop moving without error feedback -- held-out accuracy stays at chance for
+the first ~100 steps (for some seeds for all 400), while error feedback carries the rounded-off part into the
+next steps and tracks float32 throughout (docs/distributed.md has the table over seeds).
 
-    result = run_gate(steps=200)
+    result = run_gate(steps=100)
     result.passed, result.without_ef_fails, result.table()
 """
 from __future__ import annotations
