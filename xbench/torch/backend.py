@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.fx as fx
@@ -76,14 +75,7 @@ class Session:
     dynamo_graphs: int = 0
 
 
-_sessions: list[Session] = []
-_lock = threading.Lock()
 _counter = itertools.count()
-
-
-def supported_ops() -> set:
-    """The ATen ops the bridge lowers (adapters and library names), for choosing what to decompose."""
-    return set(aten.RULES)
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,11 +90,11 @@ def decompositions() -> dict:
     return table
 
 
-def compile_graph(gm: fx.GraphModule, kind: str, session: Session):
+def compile_graph(gm: fx.GraphModule, kind: str, session: Session, options: Options):
     """A captured ATen graph as a callable on torch tensors (AOT's boxed convention is added by the caller)."""
     n = next(_counter)
     t0 = time.perf_counter()
-    unsupported = probe(gm, session.options.fallback_ops)
+    unsupported = probe(gm, options.fallback_ops)
     probe_ms = (time.perf_counter() - t0) * 1e3
     ops: dict[str, int] = {}
     for node in gm.graph.nodes:
@@ -110,10 +102,10 @@ def compile_graph(gm: fx.GraphModule, kind: str, session: Session):
             name = aten.target_of(node.target).text
             ops[name] = ops.get(name, 0) + 1
     fallbacks = list(unsupported.values())
-    if fallbacks and not session.options.fallback:
+    if fallbacks and not options.fallback:
         from ..errors import BackendError
         raise BackendError("xbench cannot run these ops (fallback=False): " + "; ".join(map(str, fallbacks)))
-    target, verify = session.options.target, session.options.verify
+    target, verify = options.target, options.verify
     record = GraphRecord(f"graph{n}_{kind}", kind, sum(ops.values()), ops, fallbacks, [], probe_ms, gm)
     session.graphs.append(record)
     for f in fallbacks:
@@ -174,7 +166,7 @@ def xbench_backend(gm: fx.GraphModule, example_inputs, options: dict | None = No
 
     def compiler(kind):
         def fn(g: fx.GraphModule, inputs):
-            return make_boxed_func(compile_graph(g, kind, session))
+            return make_boxed_func(compile_graph(g, kind, session, opts))
         return fn
 
     aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
@@ -191,15 +183,12 @@ def _session_for(opts: Options) -> Session:
     forced = getattr(_current, "session", None)
     if forced is not None:
         return forced
-    s = Session(opts)
-    with _lock:
-        _sessions.append(s)
-        del _sessions[:-64]
-    return s
+    return Session(opts)
 
 
 class recording:
-    """`with recording(options) as s:` every graph xbench compiles inside goes into the one session `s`."""
+    """`with recording() as s:` every graph xbench compiles inside goes into the one session `s` (each compiled
+    with its own torch.compile options; `options` here are the session's label, as explain reports them)."""
 
     def __init__(self, options: dict | None = None):
         self.session = Session(Options.parse(options))
@@ -211,11 +200,3 @@ class recording:
 
     def __exit__(self, *exc) -> None:
         _current.session = self._before
-
-
-def last_session() -> Session | None:
-    return _sessions[-1] if _sessions else None
-
-
-__all__ = ["GraphRecord", "Options", "Session", "compile_graph", "decompositions", "last_session", "recording",
-           "supported_ops", "xbench_backend", "Any"]
