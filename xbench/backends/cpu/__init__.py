@@ -2,6 +2,7 @@
 files in the cache directory so numba's own `cache=True` keeps the machine code between sessions."""
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
 import gc
 import os
@@ -236,7 +237,7 @@ class CpuBackend:
         source, key, path, existed = self._write(program, schedules)
         with _no_gc():
             module = _load(path, key)
-            jit_ms = _compile_all(module, program)
+            jit_ms = _compile_all(module, program, fresh=not existed, path=path, key=key)
         ms = (time.perf_counter() - t0) * 1e3
         infos = []
         for k in program.kernels:
@@ -302,17 +303,72 @@ def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
             config.OPT = before
 
 
-def _compile_all(module, program: Program) -> float:
-    """Compile (or load from numba's cache) every kernel for C-contiguous arrays of its buffers."""
-    t0 = time.perf_counter()
-    for k in program.kernels:
+# A fresh module with at least this many distinct kernel functions per extra process is compiled in parallel:
+# a worker costs about 1.5 s to start (Python, numba, xbench), about what compiling ten kernels costs.
+KERNELS_PER_WORKER = 12
+_WARM = "import json, sys; from xbench.backends.cpu import warm; warm(json.loads(sys.stdin.read()))"
+
+
+def compile_workers(n_functions: int) -> int:
+    """Extra processes to compile `n_functions` new kernel functions with: one per core no other task holds,
+    beyond this one (`XBENCH_COMPILE_WORKERS` sets the number; 0 compiles in this process only)."""
+    given = os.environ.get("XBENCH_COMPILE_WORKERS")
+    if given is not None:
         try:
-            _compile_kernel(module, k.name, _signature_spec(program, k))
+            return max(0, int(given))
+        except ValueError:
+            raise BackendError(f"XBENCH_COMPILE_WORKERS={given!r} is not a number",
+                               hint="set it to how many extra processes compile kernels (0: none)") from None
+    from .tasks import free_cores
+    return max(0, min(free_cores() - 1, n_functions // KERNELS_PER_WORKER))
+
+
+def _compile_all(module, program: Program, fresh: bool = False, path: Path | None = None, key: str = "") -> float:
+    """Compile (or load from numba's cache) every kernel for C-contiguous arrays of its buffers. A fresh module's
+    distinct functions are shared out among worker processes (`compile_workers`) that compile them into
+    numba's cache while this process compiles its own share; then every kernel loads here."""
+    t0 = time.perf_counter()
+    sigs = [(k.name, _signature_spec(program, k)) for k in program.kernels]
+    distinct = {}
+    for name, spec in sigs:
+        fn = getattr(module, name)
+        if not hasattr(module, f"{name}_part") and id(fn) not in distinct:
+            distinct[id(fn)] = (name, spec)
+    jobs = list(distinct.values())
+    workers = compile_workers(len(jobs)) if fresh and path is not None else 0
+    if workers:
+        shares = [jobs[i::workers + 1] for i in range(workers + 1)]
+        with cf.ThreadPoolExecutor(workers) as pool:
+            running = [pool.submit(_compile_elsewhere, (str(path), key, share)) for share in shares[1:]]
+            _compile_kernels(module, program, shares[0])
+            for r in running:
+                r.result()
+    _compile_kernels(module, program, sigs)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _compile_kernels(module, program: Program, sigs) -> None:
+    for name, spec in sigs:
+        try:
+            _compile_kernel(module, name, spec)
         except Exception as exc:  # a compiler failure is ours, not the user's: show the kernel
-            raise BackendError(f"numba could not compile kernel {k.name} of {program.name}: "
+            raise BackendError(f"numba could not compile kernel {name} of {program.name}: "
                                f"{str(exc).splitlines()[0]}",
                                hint=f"the generated source is in {module.__file__}") from exc
-    return (time.perf_counter() - t0) * 1e3
+
+
+def _compile_elsewhere(job) -> None:
+    """Compile a share of a module's kernels into numba's cache in a worker process; a worker that fails
+    leaves its kernels to be compiled here (any real error is raised then, with the kernel named)."""
+    import json
+    import sys
+
+    from ... import toolchain
+    try:
+        toolchain.run([sys.executable, "-c", _WARM], tool="a compile worker", what="compiling kernels",
+                      input=json.dumps(job), env=os.environ.copy())
+    except toolchain.ToolError as exc:
+        log.debug("compile worker failed: %s", exc.message)
 
 
 def warm(job: tuple) -> None:
