@@ -49,7 +49,7 @@ def test_cache_key_covers_program_and_schedule(tmp_path, monkeypatch):
     def scale(x: Tensor["N"]):
         return x * 3
 
-    x = np.ones(1 << 18, np.float32)         # parallel by default
+    x = np.ones(1 << 21, np.float32)         # parallel by default (the cost model: 2^21 evaluations pay a launch)
     a = scale.compile("cpu", x)
     b = scale.compile("cpu", x, schedule={"k0_elementwise": {"parallel": False}})
     c = scale.compile("cpu", np.ones(7, np.float32))
