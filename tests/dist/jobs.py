@@ -214,5 +214,5 @@ def measure_job(rank: int, world: int) -> dict:
     from xbench.dist.calibrate import measure_sweep
     from xbench.dist.overlap import measure_job as overlap_job
 
-    return {"overlap": overlap_job(rank, world, "dlrm", steps=1),
+    return {"overlap": overlap_job(rank, world, "bert", steps=1),
             "sweep": measure_sweep(rank, world, [4096, 65536], repeats=2)}
