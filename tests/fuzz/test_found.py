@@ -289,3 +289,14 @@ def test_constant_infinite_exponent(backend):
     up, down, nan = run(to_the_infinity, x, backend=backend)
     assert up.tolist() == [0.0, 1.0, np.inf] and down.tolist() == [np.inf, 1.0, 0.0]
     assert nan[1] == 1.0 and np.isnan(nan[[0, 2]]).all()
+
+
+def test_argmax_of_an_empty_tensor_is_refused_with_a_reason():
+    """argmax with axis=None of a (5, 0) tensor reached numpy's argmax in the reference (ValueError); as PyTorch
+    it is an error of the operator, at the user's line."""
+    @xb.tensor_op
+    def first(b: Tensor):
+        return b + b.argmax()
+
+    with pytest.raises(xb.XbenchError, match="argmax of an empty tensor"):
+        first.trace(np.zeros((5, 0), np.float32))

@@ -110,3 +110,17 @@ def test_a_saved_finding_is_a_test_that_runs(tmp_path):
     with open(path) as fh:
         assert "--seed 3` (operator 12): wrong on cpu" in fh.read()
     mod.test_cpu_abc123()          # cpu agrees with the reference on this one: the saved test passes
+
+
+@xb.tensor_op
+def overflowing_products(a: Tensor, b: Tensor):
+    return a @ b
+
+
+def test_products_that_may_overflow_are_not_judged():
+    """-3e38 * 1.36 is -inf in float32 unless a fused multiply-add keeps it: with an inf term in the same sum the
+    answer is NaN or inf by the backend's arithmetic, and the oracle judges neither."""
+    a = np.array([[np.inf, -3e38, 1.0], [1.0, 2.0, 3.0]], np.float32)
+    b = np.array([[4.75], [1.36], [2.0]], np.float32)
+    exp = expected(overflowing_products.trace(a, b), [a, b])
+    assert exp.masks[0].tolist() == [[False], [True]]

@@ -24,6 +24,8 @@ from ..dtypes import is_float, to_numpy
 from ..verify import compare, op_class, reduction_length, tolerance, weakest_float
 
 COMPUTING = {"unary", "binary", "reduce", "contract", "scan", "cast"}
+LARGEST = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+           "float64": 1.7976931348623157e308}
 
 
 def _native(a: np.ndarray, dtype: str) -> np.ndarray:
@@ -47,9 +49,22 @@ def evaluate_eager(graph, arrays, reverse: bool = False) -> list[np.ndarray]:
                        np.flip(ins[1], axis=tuple(e.params["rhs_contract"]))]
             out = e.prim.reference(*ins, **e.params)
             outs = out if e.prim.multiple_results else (out,)
+            if reverse and e.prim.name == "contract" and is_float(e.out.dtype):
+                outs = (_unless_products_overflow(e, ins, outs[0]),)
             for v, o in zip(e.outputs, outs):
                 env[v.id] = _native(o, v.dtype)
     return [exact(env[v.id]) for v in graph.outputs]
+
+
+def _unless_products_overflow(e, ins, out: np.ndarray) -> np.ndarray:
+    """NaN where a product of the contraction may pass the dtype's range: a backend multiplying before adding
+    gets +-inf there (and inf - inf), one with fused multiply-adds need not."""
+    p = e.params
+    with np.errstate(all="ignore"):
+        a = np.max(np.abs(ins[0].astype(np.float64)), axis=tuple(p["lhs_contract"]), keepdims=True)
+        b = np.max(np.abs(ins[1].astype(np.float64)), axis=tuple(p["rhs_contract"]), keepdims=True)
+        bound = e.prim.reference(a, b, **p)
+    return np.where(bound > LARGEST[e.out.dtype], np.nan, out)
 
 
 def _hash_unit(o: np.ndarray) -> np.ndarray:

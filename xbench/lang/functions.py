@@ -547,6 +547,8 @@ def std(x, axis=None, keepdims=False, ddof=0) -> Tensor:
 def _arg(x, kind: str, axis, keepdims: bool) -> Tensor:
     x = asarray(x)
     if axis is None:
+        if x.size == 0:
+            raise _err(ShapeError, f"{kind} of an empty tensor {x.shape} has no value")
         out = bind("reduce", reshape(x, (-1,)), kind=kind, axes=(0,))
         return reshape(out, (1,) * x.ndim) if keepdims else out
     a = _norm_axis(axis, x.ndim)

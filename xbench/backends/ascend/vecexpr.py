@@ -486,10 +486,10 @@ class VecEmitter:
             self.pool.release(m)
             return
         mode = _cast_mode(s, d)
-        if mode is None:  # two steps through float
+        if mode is None:  # two steps through float (the second with its own rules: int32, float16)
             mid = self.pool.alloc("float32")
             self.src(f"Cast({mid.name}, {x.name}, RoundMode::{_cast_mode(s, 'float32')}, {n});")
-            self.src(f"Cast({out.name}, {mid.name}, RoundMode::{_cast_mode('float32', d)}, {n});")
+            self.cast_into(out, mid)
             self.pool.release(mid)
         else:
             self.src(f"Cast({out.name}, {x.name}, RoundMode::{mode}, {n});")
