@@ -1,6 +1,7 @@
 """`python -m xbench <command>`: demo (the quick-start story in a terminal), coverage (the library grid),
 backends (what is installed and usable here), cache (where the caches live, and clearing them), fuzz
-(differential fuzzing of the compiler), dist (distributed training: predictions, strategy search, calibration)."""
+(differential fuzzing of the compiler), dist (distributed training: predictions, strategy search, calibration),
+suite (the cross-platform benchmark suite)."""
 from __future__ import annotations
 
 import argparse
@@ -60,6 +61,11 @@ def _dist(args) -> int:
     return main(args.rest)
 
 
+def _suite(args) -> int:
+    from .suite.cli import main
+    return main(args.rest)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["coverage"]:            # its options go to the grid's own parser, untouched
@@ -68,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fuzz(argparse.Namespace(rest=argv[1:]))
     if argv[:1] == ["dist"]:
         return _dist(argparse.Namespace(rest=argv[1:]))
+    if argv[:1] == ["suite"]:
+        return _suite(argparse.Namespace(rest=argv[1:]))
     parser = argparse.ArgumentParser(prog="xbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="the quick-start story, printed in the terminal")
@@ -87,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("dist", help="distributed training: predict, search, calibrate, gate (--help for more)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(fn=_dist)
+    p = sub.add_parser("suite", help="the benchmark suite: 12 workloads measured, predicted, gated (--help for more)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=_suite)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -87,15 +87,21 @@ def _labels(n: int, classes: int, seed: int) -> torch.Tensor:
     return torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(seed + 2))
 
 
+def bert_config(size: str, max_positions: int):
+    """The BERT workload's configuration at `size` (the variable-length stream needs longer positions)."""
+    import transformers
+    h, layers, heads = _pick(size, (16, 1, 2), (64, 2, 4), (256, 4, 4))
+    return transformers.BertConfig(vocab_size=128, hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
+                                   intermediate_size=4 * h, max_position_embeddings=max_positions, num_labels=3,
+                                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
 @workload("bert", "nlp", "BERT sequence classification (transformers BertForSequenceClassification)",
           title="BERT")
 def _bert(size: str, seed: int):
     import transformers
-    h, layers, heads, batch, seq = _pick(size, (16, 1, 2, 2, 8), (64, 2, 4, 4, 32), (256, 4, 4, 8, 128))
-    cfg = transformers.BertConfig(vocab_size=128, hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                                  intermediate_size=4 * h, max_position_embeddings=max(seq, 64), num_labels=3,
-                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = transformers.BertForSequenceClassification(cfg)
+    batch, seq = _pick(size, (2, 8), (4, 32), (8, 128))
+    model = transformers.BertForSequenceClassification(bert_config(size, max(seq, 64)))
     return model, {"input_ids": _ids(128, batch, seq, seed), "attention_mask": torch.ones(batch, seq, dtype=torch.long),
                    "labels": _labels(batch, 3, seed)}
 

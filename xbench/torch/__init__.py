@@ -4,6 +4,7 @@ torch operators (`custom_op`, `replace`); the library's kernels under an unchang
 
 Importing it imports torch; `import xbench` alone does not (`xb.torch` is loaded on first use)."""
 from .backend import Options, recording, xbench_backend
+from .bisect import bisect as bisect
 from .custom import CustomOp, XbenchModule, custom_op, replace
 from .explain import explain
 from .override import Stats, disable, enable, enabled, stats

@@ -1,0 +1,312 @@
+"""The suite's run: every selected workload measured, predicted and gated, into one `Results` document.
+
+Per workload, in one process: each engine and precision gets its own copy of the model; the first calls
+(compilation) are timed one by one, then the runs alternate (`timing.alternate`); each xbench run's recorded
+graphs are priced on the prediction targets (`predict`); the accuracy gate runs the workload at the gate size on
+each gate backend (`gate`), and a failure is bisected to its operator (`xbench.torch.bisect`). Then the training
+workloads' peak activation memory (`memory`, in a child process) and the variable-length BERT stream
+(`varlen`). A failure is recorded (`Results.errors`) and the run goes on with the rest.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field, replace
+
+import torch
+
+from . import engines as E
+from .gate import STEPS, gate
+from .predict import REFERENCE, TARGETS, predict_phase
+from .results import Results
+from .timing import alternate, first_call
+from .workloads import WORKLOADS, dynamo_settings
+
+PRIMARY = {"train": "samples_per_s", "infer": "latency_ms", "decode": "tokens_per_s"}
+
+
+@dataclass(frozen=True)
+class SuiteOptions:
+    only: tuple = ()                          # workload names (default: all twelve)
+    size: str = "bench"
+    engines: tuple = E.ENGINES
+    precisions: tuple = E.PRECISIONS
+    targets: tuple = TARGETS                  # prediction targets
+    reference: str = REFERENCE
+    repeats: int = 10
+    gate_backends: tuple = ("cpu", "cuda", "ascend")
+    gate_size: str = "tiny"
+    gate_steps: dict = field(default_factory=lambda: {"cpu": STEPS, "ascend": STEPS, "cuda": STEPS})
+    bisect: bool = True
+    memory: bool = True
+    varlen: bool = True
+    varlen_requests: int = 200
+    varlen_size: str = ""                     # default: the suite's size
+    cold: bool = False                        # fresh compile caches for xbench and Inductor
+    quick: bool = False
+
+    def workloads(self) -> list[str]:
+        names = list(self.only) or list(WORKLOADS)
+        unknown = [n for n in names if n not in WORKLOADS]
+        if unknown:
+            import difflib
+            hints = [difflib.get_close_matches(n, WORKLOADS, n=1) for n in unknown]
+            raise ValueError(f"unknown workload(s) {', '.join(unknown)}"
+                             + "".join(f" (did you mean {h[0]!r}?)" for h in hints if h)
+                             + f"; there are {', '.join(WORKLOADS)}")
+        return names
+
+
+def quick(options: SuiteOptions | None = None, **changes) -> SuiteOptions:
+    """The quick mode: tiny sizes, eager against xbench (no Inductor: its first compile alone takes minutes here),
+    float32, three repeats, the gate on cpu with 3 steps, a short stream; predictions as in the full suite."""
+    base = options or SuiteOptions()
+    return replace(base, size="tiny", engines=("eager", "xbench"), precisions=("float32",), repeats=3,
+                   gate_backends=("cpu",), gate_steps={"cpu": 3}, memory=False, varlen_requests=20, quick=True,
+                   **changes)
+
+
+class Progress:
+    """A line on stderr (terminal) or a bar (Jupyter) over the suite's stages."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total, self.done, self.enabled, self.t0 = total, 0, enabled, time.perf_counter()
+        self.bar = None
+        if enabled and _in_notebook():
+            import ipywidgets as w
+            from IPython.display import display
+            self.bar, self.text = w.IntProgress(min=0, max=max(total, 1), description="suite"), w.HTML()
+            display(w.HBox([self.bar, self.text]))
+
+    def note(self, what: str, advance: bool = False) -> None:
+        if advance:
+            self.done += 1
+        if not self.enabled:
+            return
+        line = f"[{self.done}/{self.total}] {what}  ({time.perf_counter() - self.t0:.0f} s)"
+        if self.bar is not None:
+            self.bar.value, self.text.value = self.done, line
+        else:
+            sys.stderr.write("\r" + line[:110].ljust(110))
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.bar is None:
+            sys.stderr.write("\n")
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+        return shell is not None and "IPKernelApp" in shell.config
+    except ImportError:
+        return False
+
+
+@contextlib.contextmanager
+def _cold_caches(enabled: bool):
+    if not enabled:
+        yield
+        return
+    root = tempfile.mkdtemp(prefix="xbench-suite-")
+    saved = {k: os.environ.get(k) for k in ("XBENCH_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
+    os.environ["XBENCH_CACHE_DIR"] = os.path.join(root, "xbench")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True) -> Results:
+    names = options.workloads()
+    res, run = Results.new_run(command, {k: v for k, v in asdict(options).items()})
+    stages = len(names) * (1 + len(options.gate_backends)) + int(options.memory) + int(options.varlen)
+    bar = Progress(stages, progress)
+    t0 = time.perf_counter()
+    import torch._dynamo
+    with _cold_caches(options.cold), torch._dynamo.config.patch(cache_size_limit=64):
+        for name in names:
+            bar.note(f"{name}: measuring")
+            _measure(res, run, name, options, bar)
+            bar.note(f"{name}: measured", advance=True)
+            for backend in options.gate_backends:
+                bar.note(f"{name}: gate on {backend}")
+                _gate(res, run, name, backend, options)
+                bar.note(f"{name}: gate on {backend} done", advance=True)
+        if options.memory:
+            bar.note("peak activation memory")
+            _memory(res, run, names, options)
+            bar.note("memory done", advance=True)
+        if options.varlen:
+            bar.note("variable-length BERT")
+            _varlen(res, run, options, bar)
+            bar.note("variable-length done", advance=True)
+    bar.close()
+    res.runs[run]["seconds"] = round(time.perf_counter() - t0, 1)
+    return res
+
+
+def _error(res: Results, run: str, workload: str, stage: str, engine: str, exc: BaseException) -> None:
+    msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    res.errors.append({"run": run, "workload": workload, "stage": stage, "engine": engine, "error": msg,
+                       "where": "".join(traceback.format_exception(exc)[-3:])[-1500:]})
+
+
+def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) -> None:
+    w = WORKLOADS[name]
+    base = dict(workload=name, domain=w.domain, mode=w.mode, size=o.size)
+    try:
+        runs = E.runs(w, o.size, o.engines, o.precisions)
+    except Exception as exc:
+        _error(res, run, name, "build", "", exc)
+        return
+    with dynamo_settings(w):
+        alive = []
+        for r in runs:
+            bar.note(f"{name}: first call {r.name}")
+            try:
+                fc = first_call(r.step)
+            except Exception as exc:
+                _error(res, run, name, "first call", r.name, exc)
+                continue
+            alive.append(r)
+            cached = _cache_state(r)
+            res.add(run, **base, precision=r.precision, platform="cpu", engine=r.engine, source="measured",
+                    metric="first_call_s", value=round(fc.wall_s, 3), unit="s",
+                    detail={"cpu_s": round(fc.cpu_s, 3), **({"cache": cached} if cached else {})})
+        try:
+            timings = alternate({r.name: r.step for r in alive}, o.repeats, warmup=1,
+                                progress=lambda s: bar.note(f"{name}: {s}"))
+        except Exception as exc:
+            _error(res, run, name, "timing", "", exc)
+            return
+    for r in alive:
+        samples = w.batch_size(r.batch)
+        for phase, t in timings[r.name].items():
+            stats = dict(q1=round(t.q1_ms, 4), q3=round(t.q3_ms, 4), samples=t.samples, noisy=t.noisy)
+            for metric, value, unit in _phase_metrics(w.mode, phase, t.median_ms, samples, r.tokens):
+                res.add(run, **base, precision=r.precision, platform="cpu", engine=r.engine, source="measured",
+                        metric=metric, value=value, unit=unit, **(stats if unit == "ms" else {}))
+        if r.engine == "xbench":
+            _predict(res, run, base, r, o, samples)
+
+
+def _cache_state(r: E.Run) -> str:
+    compiles = [c for s in r.sessions.values() for g in s.session.graphs for p in g.partitions for c in p.compiles]
+    if not compiles:
+        return ""
+    hits = sum(bool(c["cache_hit"]) for c in compiles)
+    return "all from the cache" if hits == len(compiles) else "cold" if hits == 0 else \
+        f"{hits} of {len(compiles)} from the cache"
+
+
+def _phase_metrics(mode: str, phase: str, ms: float, samples: int, tokens: int) -> list[tuple[str, float, str]]:
+    if mode == "decode":
+        steps = max(tokens // max(samples, 1), 1)
+        if phase == "prefill":
+            return [("prefill_ms", round(ms, 4), "ms")]
+        return [("decode_ms_per_token", round(ms / steps, 4), "ms"),
+                ("tokens_per_s", round(tokens / (ms / 1e3), 2), "tokens/s")]
+    metric = "step_ms" if mode == "train" else "latency_ms"
+    return [(metric, round(ms, 4), "ms"), ("samples_per_s", round(samples / (ms / 1e3), 2), "samples/s")]
+
+
+def _predict(res: Results, run: str, base: dict, r: E.Run, o: SuiteOptions, samples: int) -> None:
+    params = sum(p.numel() for p in r.base.parameters() if p.requires_grad) if r.mode == "train" else 0
+    per_target: dict[str, dict[str, float]] = {}
+    for phase, rec in r.sessions.items():
+        for target in dict.fromkeys((*o.targets, o.reference)):
+            try:
+                p = predict_phase(rec.session, target, parameters=params if phase == "step" else 0)
+            except Exception as exc:
+                _error(res, run, base["workload"], f"predict {phase}", target, exc)
+                continue
+            ms = p.seconds * 1e3
+            detail = {"kernels": p.kernels, "flops": p.flops, "bytes": p.bytes, "bounds": p.bounds,
+                      "fallback_ops": p.fallback_ops, "optimizer_ms": round(p.optimizer_s * 1e3, 6)}
+            for metric, value, unit in _phase_metrics(r.mode, phase, ms, samples, r.tokens):
+                per_target.setdefault(target, {})[metric] = value
+                if target in o.targets:
+                    res.add(run, **base, precision=r.precision, platform=target, engine="xbench",
+                            source="predicted", metric=metric, value=value, unit=unit,
+                            **({"detail": detail} if unit == "ms" else {}))
+            if target in o.targets:
+                for metric, value in (("pct_peak_compute", p.pct_peak_compute),
+                                      ("pct_peak_bandwidth", p.pct_peak_bandwidth)):
+                    res.add(run, **base, precision=r.precision, platform=target, engine="xbench",
+                            source="predicted", metric=f"{metric}_{phase}" if r.mode == "decode" else metric,
+                            value=round(value, 4), unit="%")
+    primary = PRIMARY[r.mode]
+    ref = per_target.get(o.reference, {}).get(primary)
+    for target in o.targets:
+        v = per_target.get(target, {}).get(primary)
+        if v and ref:
+            ratio = ref / v if primary == "latency_ms" else v / ref      # > 1: faster than the reference
+            res.add(run, **base, precision=r.precision, platform=target, engine="xbench", source="predicted",
+                    metric="ratio_to_reference", value=round(ratio, 4), unit="x",
+                    detail={"reference": o.reference, "of": primary})
+
+
+def _gate(res: Results, run: str, name: str, backend: str, o: SuiteOptions) -> None:
+    steps = o.gate_steps.get(backend, STEPS)
+    g = gate(WORKLOADS[name], backend, o.gate_size, steps)
+    if not g.ok and not g.error and o.bisect:
+        g.bisect = _bisect(name, backend, o.gate_size)
+    res.gate.append({"run": run, **g.to_dict()})
+
+
+def _bisect(name: str, backend: str, size: str) -> dict:
+    from ..torch.bisect import bisect
+    from .workloads import build
+    w = WORKLOADS[name]
+    model, batch = build(name, size)
+    try:
+        with dynamo_settings(w):
+            return bisect(model, batch, target=backend).to_dict()
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _memory(res: Results, run: str, names: list[str], o: SuiteOptions) -> None:
+    from .memory import in_child
+    train = [n for n in names if WORKLOADS[n].mode == "train"]
+    engines = tuple(e for e in o.engines if e in ("eager", "xbench"))
+    for n in train:          # one child per workload: a failure loses that workload's numbers only
+        try:
+            rows = in_child([n], o.size, engines)
+        except Exception as exc:
+            _error(res, run, n, "memory", "", exc)
+            continue
+        w = WORKLOADS[n]
+        for m in rows:
+            common = dict(workload=n, domain=w.domain, mode="train", size=o.size, precision=m["precision"],
+                          platform="cpu", engine=m["engine"], source="measured")
+            res.add(run, **common, metric="peak_activation_bytes", value=m["peak_bytes"], unit="B",
+                    detail={"torch_peak_bytes": m["torch_peak_bytes"], "numpy_peak_bytes": m["numpy_peak_bytes"]})
+            res.add(run, **common, metric="saved_activation_bytes", value=m["saved_bytes"], unit="B")
+
+
+def _varlen(res: Results, run: str, o: SuiteOptions, bar: Progress) -> None:
+    from . import varlen
+    try:
+        v = varlen.run(o.varlen_size or o.size, o.varlen_requests,
+                       progress=lambda s: bar.note(f"variable-length BERT: {s}"))
+    except Exception as exc:
+        _error(res, run, "bert", "variable-length", "xbench", exc)
+        return
+    res.varlen.append({"run": run, **v.to_dict()})
+
+
+__all__ = ["PRIMARY", "SuiteOptions", "quick", "run_suite", "torch"]

@@ -1,0 +1,49 @@
+"""Timing runs against each other in one process: first calls (compilation) one by one, then warm-up calls, then
+repeats that go round every run in turn, so the machine's drift (other work on its cores) hits all of them alike.
+Each phase's samples become a `Timing` (median, quartiles, min) from the profiler's protocol, flagged noisy past
+its threshold; CPU time (`process_time`) is kept beside wall time for first calls, where a loaded machine makes
+wall time say little about the compiler's cost."""
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..profile.timing import Timing
+
+
+def timing(seconds: Sequence[float]) -> Timing:
+    ms = sorted(s * 1e3 for s in seconds)
+    q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [ms[0]] * 3
+    return Timing(statistics.median(ms), q[0], q[2], ms[0], len(ms), 1)
+
+
+@dataclass
+class FirstCall:
+    wall_s: float
+    cpu_s: float
+    phases: dict[str, float]
+
+
+def first_call(step: Callable[[], dict[str, float]]) -> FirstCall:
+    t, c = time.perf_counter(), time.process_time()
+    phases = step()
+    return FirstCall(time.perf_counter() - t, time.process_time() - c, phases)
+
+
+def alternate(steps: dict[str, Callable[[], dict[str, float]]], repeats: int, warmup: int = 1,
+              progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Timing]]:
+    """`steps[name]()` returns the seconds of each of its phases; per name and phase, the Timing of `repeats`
+    samples taken in turn with the others."""
+    for _ in range(warmup):
+        for fn in steps.values():
+            fn()
+    samples: dict[str, dict[str, list[float]]] = {k: {} for k in steps}
+    for i in range(repeats):
+        for name, fn in steps.items():
+            for phase, s in fn().items():
+                samples[name].setdefault(phase, []).append(s)
+        if progress:
+            progress(f"repeat {i + 1}/{repeats}")
+    return {k: {p: timing(v) for p, v in phases.items()} for k, phases in samples.items()}
