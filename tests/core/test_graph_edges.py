@@ -104,3 +104,15 @@ def test_a_0d_tensor_widens_a_dimensioned_one_only_across_categories():
         a, b = np.ones(3, da), np.array(2, db)
         want = (torch.from_numpy(a) * torch.from_numpy(b)).numpy().dtype
         assert {o.dtype for o in mul(a, b)} == {want}, (da, db)
+
+
+def test_float32_rsqrt_stays_float32_into_a_max_reduction():
+    @xb.tensor_op
+    def norm_relu_max(x: xb.Tensor, v: xb.Tensor):            # batch norm, ReLU, then a max pool's reduction
+        return xb.maximum(x * xb.rsqrt(v + 1e-5), 0.0).max(axis=-1)
+
+    x = rng.standard_normal((6, 10)).astype(np.float32)
+    v = rng.random(10).astype(np.float32) + 0.1
+    got = norm_relu_max(x, v)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, np.maximum(x / np.sqrt(v.astype(np.float64) + 1e-5), 0).max(-1), rtol=2e-6)

@@ -68,13 +68,22 @@ def _xb_minimum(a, b):
     return a if a < b or a != a else b
 
 
-# under fast math LLVM computes 1/sqrt as an estimate that is NaN at +-0 and inf: those two are selected
+# under fast math LLVM computes 1/sqrt as an estimate that is NaN at +-0 and inf: those two are selected. One
+# function per type: numba gives a function returning Python floats on one path float64 on every path
 @numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
 def _xb_rsqrt(x):
     s = math.sqrt(x)
     if s == 0.0:
         return math.copysign(math.inf, x)
     return 0.0 if s == math.inf else 1.0 / s
+
+
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+def _xb_rsqrt_f32(x):
+    s = math.sqrt(x)
+    if s == 0.0:
+        return np.float32(math.copysign(math.inf, x))
+    return np.float32(0.0) if s == math.inf else np.float32(1.0) / s
 
 
 # C's integer remainder (the sign of a), 0 for b == 0 as numpy: numba's np.fmod of integer scalars is wrong for
@@ -207,7 +216,7 @@ class ModuleWriter:
             return f"({self.emitter.const(1.0, dtype)} / {args[0]})"
         if fn == "rsqrt":
             self.helpers.add("runtime")
-            return f"_xb_rsqrt({args[0]})"
+            return f"_xb_rsqrt_f32({args[0]})" if compute_dtype(dtype) == "float32" else f"_xb_rsqrt({args[0]})"
         if fn == "isnan":
             return f"({args[0]} != {args[0]})"
         if fn == "isinf":
