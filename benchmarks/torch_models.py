@@ -65,11 +65,14 @@ def warm_start(name: str, size: str) -> dict:
 
 
 def bench(name: str, size: str, repeats: int, inductor: bool) -> dict:
+    import xbench.torch as xt
     from xbench.suite.workloads import build
     base, batch = build(name, size)
     copies = {"eager": base, "xbench": copy.deepcopy(base)}
     if inductor:
         copies["inductor"] = copy.deepcopy(base)
+    recording = xt.recording()
+    session = recording.__enter__()                 # every graph the xbench copy compiles, to count its calls
     compiled = {"eager": copies["eager"], "xbench": torch.compile(copies["xbench"], backend="xbench")}
     if inductor:
         compiled["inductor"] = torch.compile(copies["inductor"])
@@ -88,8 +91,16 @@ def bench(name: str, size: str, repeats: int, inductor: bool) -> dict:
             for k in compiled:                                       # alternating: drift hits all alike
                 fn = (lambda k=k: _step(compiled[k], batch, opts[k])) if mode == "train" else \
                     (lambda k=k: _infer(compiled[k], batch))
+                before = _xbench_calls(session) if k == "xbench" else 0
                 times[mode][k].append(_timed(fn))
+                if k == "xbench" and _xbench_calls(session) == before:
+                    raise RuntimeError(f"{name} {mode}: the xbench model ran no xbench operator (Dynamo fell back)")
+    recording.__exit__(None, None, None)
     return {"first_train_s": first, "first_infer_s": first_inf, "times": times}
+
+
+def _xbench_calls(session) -> int:
+    return sum(p.calls for g in session.graphs for p in g.partitions)
 
 
 def main(argv=None) -> int:
@@ -104,6 +115,9 @@ def main(argv=None) -> int:
     if args.warm_start:
         print(json.dumps(warm_start(args.warm_start, args.size)))
         return 0
+    # three copies of one model, each in training and inference, share Dynamo's per-function cache of graphs
+    torch._dynamo.config.recompile_limit = 64
+    torch._dynamo.config.accumulated_recompile_limit = 1024
     caches = tempfile.mkdtemp(prefix="xbench-bench-")
     os.environ.setdefault("XBENCH_CACHE_DIR", os.path.join(caches, "xbench"))
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")   # Inductor starts cold too

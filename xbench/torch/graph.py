@@ -131,6 +131,7 @@ class GraphOp:
     name: str
     target: str = "cpu"
     compiles: list[dict] = field(default_factory=list)
+    calls: int = 0
 
     def __post_init__(self):
         nodes = list(self.gm.graph.nodes)
@@ -248,6 +249,7 @@ class GraphOp:
     def __call__(self, *args):
         call, arrays = self.arguments(args)
         c = self.compiled(args, call)
+        self.calls += 1
         return self.assemble(c, c.artifact.run(*arrays), args)
 
     @staticmethod
