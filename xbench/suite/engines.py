@@ -132,8 +132,13 @@ class Run:
 
 def runs(w: Workload, size: str, engines=ENGINES, precisions=PRECISIONS, *, seed: int = 0, target: str = "cpu",
          options: dict | None = None) -> list[Run]:
-    """One `Run` per engine and precision, every model a copy of the same weights."""
+    """One `Run` per engine and precision, every model a copy of the same weights. Dynamo's caches are reset
+    first: it reuses a graph compiled for another instance of the same model class with the same backend and
+    options, and then xbench's recording of this run's graphs (the predictions' input) would stay empty."""
+    import torch._dynamo
+
     from .workloads import build
+    torch._dynamo.reset()
     model, batch = build(w.name, size, seed)
     out = []
     for precision in precisions:

@@ -111,7 +111,8 @@ def _bert(size: str, seed: int):
 def _gpt2(size: str, seed: int):
     import transformers
     h, layers, heads, batch, seq = _pick(size, (16, 1, 2, 2, 8), (64, 2, 4, 4, 32), (256, 4, 4, 8, 128))
-    cfg = transformers.GPT2Config(vocab_size=128, n_positions=max(seq, 64), n_embd=h, n_layer=layers, n_head=heads,
+    positions = max(seq + WORKLOADS["gpt2"].decode_tokens[SIZES.index(size)], 64)     # the prompt and the decode
+    cfg = transformers.GPT2Config(vocab_size=128, n_positions=positions, n_embd=h, n_layer=layers, n_head=heads,
                                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
                                   loss_type="ForCausalLM")
     model = transformers.GPT2LMHeadModel(cfg)

@@ -1,0 +1,33 @@
+"""The accuracy gate on cpu: every workload at its tiny size, its outputs and its 10-step loss curve against
+torch eager in float32 and a float64 run of the same model (each workload compiled once)."""
+from __future__ import annotations
+
+import pytest
+
+from xbench.suite.gate import STEPS, compare_curves, compare_outputs, gate
+from xbench.suite.workloads import WORKLOADS
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_every_workload_passes_the_gate_on_cpu(name):
+    r = gate(WORKLOADS[name], "cpu", "tiny", STEPS)
+    assert not r.error, r.error
+    assert r.ok, str(r)
+    kinds = [c.what for c in r.checks]
+    assert kinds[:2] == ["outputs", f"{STEPS}-step loss curve"]
+    if WORKLOADS[name].mode == "decode":
+        assert kinds[2:] == ["greedy tokens", "decode logits"]
+    curve = r.checks[1]
+    assert curve.xbench <= curve.allowed and curve.allowed > 0
+
+
+def test_the_gate_fails_what_is_off():
+    import torch
+    exact = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    eager = exact.float() + torch.tensor([1e-7, 0.0, 0.0])
+    assert compare_outputs(exact.float(), eager, exact, "x").ok
+    assert not compare_outputs(exact.float() * (1 + 1e-4), eager, exact, "x").ok
+    assert compare_curves([1.0, 0.5], [1.0, 0.5], [1.0, 0.5]).ok
+    bad = compare_curves([1.0, 0.52], [1.0, 0.5], [1.0, 0.5])
+    assert not bad.ok and "step 1" in bad.worst
+    assert not compare_curves([1.0, float("nan")], [1.0, 0.5], [1.0, 0.5]).ok

@@ -1,0 +1,44 @@
+"""Peak activation memory: the bytes autograd saves, counted exactly on a model small enough to do by hand, and
+the child-process measurement of a workload (torch's profiler records, xbench's arrays through tracemalloc)."""
+from __future__ import annotations
+
+import torch
+
+from xbench.suite.engines import Run
+from xbench.suite.memory import in_child, measure
+from xbench.suite.workloads import Workload, _Output
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 1)
+
+    def forward(self, x, t):
+        y = self.l2(torch.relu(self.l1(x)))
+        return _Output(torch.nn.functional.mse_loss(y, t), y)
+
+
+def test_saved_activations_of_an_mlp_are_counted_exactly():
+    torch.manual_seed(0)
+    w = Workload("mlp", "test", lambda size, seed: None, "an MLP")
+    run = Run(w, "eager", "float32", MLP(), {"x": torch.randn(4, 8), "t": torch.randn(4, 1)})
+    run.step()
+    m = measure(run)
+    # relu's output [4, 16] (for relu's backward and l2's weight gradient) and l2's output [4, 1] (for the loss);
+    # x, t and the weights are not activations
+    assert m["saved_bytes"] == 4 * 16 * 4 + 4 * 1 * 4
+    # the peak holds at least those plus l1's output, the gradients flowing back and the loss
+    assert m["torch_peak_bytes"] >= m["saved_bytes"] + 4 * 16 * 4
+    assert m["peak_bytes"] == m["torch_peak_bytes"]                  # eager: torch's allocator only
+
+
+def test_a_workload_in_a_child_process():
+    rows = in_child(["dlrm"], "tiny")
+    got = {(r["engine"], r["precision"]): r for r in rows}
+    assert set(got) == {(e, p) for e in ("eager", "xbench") for p in ("float32", "bfloat16")}
+    for (engine, _), r in got.items():
+        assert r["saved_bytes"] > 0 and r["peak_bytes"] >= r["saved_bytes"] / 2
+        if engine == "xbench":              # xbench's activations are its own arrays, seen by tracemalloc
+            assert r["numpy_peak_bytes"] > r["torch_peak_bytes"]
+            assert r["peak_bytes"] == r["numpy_peak_bytes"] + r["torch_peak_bytes"]

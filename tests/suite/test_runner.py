@@ -1,0 +1,78 @@
+"""`python -m xbench suite --quick` on one workload: the rows it writes (measured, predicted from the kernels the
+workload compiled to, the gate), the JSON and HTML files, and refusals of bad options."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xbench.suite import cli
+from xbench.suite.results import Results
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("suite")
+    code = cli.main(["--quick", "--only", "deepfm", "--no-varlen", "--no-progress", "--json", str(d / "r.json"),
+                     "--html", str(d / "r.html")])
+    return code, Results.load(d / "r.json"), (d / "r.html").read_text()
+
+
+def test_the_quick_run_measures_predicts_and_gates(quick_run):
+    code, res, page = quick_run
+    assert code == 0 and not res.errors
+    for engine in ("eager", "xbench"):
+        step = res.find(workload="deepfm", engine=engine, platform="cpu", metric="step_ms")[0]
+        sps = res.value(workload="deepfm", engine=engine, platform="cpu", metric="samples_per_s")
+        assert step["q1"] <= step["value"] <= step["q3"] and step["samples"] == 3
+        assert sps == pytest.approx(8 / (step["value"] / 1e3), rel=1e-3)              # batch of 8
+        assert res.value(workload="deepfm", engine=engine, metric="first_call_s") > 0
+    for target in ("h100", "a100", "ascend-910b"):
+        pred = res.find(workload="deepfm", platform=target, source="predicted", metric="step_ms")[0]
+        assert pred["value"] > 0 and pred["detail"]["kernels"] > 0 and pred["detail"]["fallback_ops"] == 0
+        assert 0 < res.value(workload="deepfm", platform=target, metric="pct_peak_bandwidth") <= 100
+    assert res.value(workload="deepfm", platform="a100", metric="ratio_to_reference") == 1.0
+    h100 = res.value(workload="deepfm", platform="h100", source="predicted", metric="samples_per_s")
+    a100 = res.value(workload="deepfm", platform="a100", source="predicted", metric="samples_per_s")
+    assert res.value(workload="deepfm", platform="h100", metric="ratio_to_reference") == pytest.approx(h100 / a100,
+                                                                                                    rel=1e-3)
+    gate = res.gate[0]
+    assert gate["workload"] == "deepfm" and gate["backend"] == "cpu" and gate["ok"] and gate["steps"] == 3
+    assert "<svg" in page and "DeepFM" in page
+
+
+def test_predictions_are_the_hardware_model_over_the_recorded_programs():
+    import torch
+
+    from xbench.hw.predict import predict_program
+    from xbench.hw.target import get_target
+    from xbench.suite.engines import runs
+    from xbench.suite.predict import compiled_programs, predict_phase
+    from xbench.suite.workloads import WORKLOADS
+    r = runs(WORKLOADS["deepfm"], "tiny", ("xbench",), ("float32",))[0]
+    r.step()
+    session = r.sessions["step"].session
+    programs = compiled_programs(session)
+    assert [g.kind for g in session.graphs] == ["forward", "backward"] and len(programs) == 2
+    want = sum(predict_program(c.program, "h100").time_s for c in programs)
+    params = sum(p.numel() for p in r.base.parameters())
+    p = predict_phase(session, "h100", parameters=params)
+    bw = get_target("h100").bandwidth("memory")
+    assert p.seconds == pytest.approx(want + 20 * params / bw)
+    assert p.kernels == sum(len(c.program.kernels) for c in programs)
+    assert isinstance(r.last.loss, torch.Tensor)
+
+
+def test_bad_options_are_refused_with_the_names(capsys):
+    assert cli.main(["--only", "bertt"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown workload(s) bertt" in err and "did you mean 'bert'?" in err
+
+
+def test_merge_reads_result_files(quick_run, tmp_path):
+    _, res, _ = quick_run
+    a = tmp_path / "a.json"
+    res.save(a)
+    out = tmp_path / "m.json"
+    assert cli.main(["--merge", str(a), str(a), "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["rows"] == res.to_dict()["rows"]
