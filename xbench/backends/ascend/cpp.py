@@ -356,14 +356,14 @@ _TRIG_WORDS = ", ".join(f"0x{w:08X}u" for w in _two_over_pi_words())
 TRIG_LIMIT = 65536.0       # from here the vector unit's float32 reduction loses the quadrant's accuracy
 
 SCALAR_HELPERS = {
-    # an angle equal to x modulo 2pi, in [-pi/4, 7pi/4) for |x| >= 2**16: x * 2/pi from the 96 bits of 2/pi that
-    # matter at x's exponent (Payne and Hanek's reduction), in integers; NaN for +-inf
+    # x (|x| >= 2**16) as q pi/2 + r, |r| <= pi/4, q in 0..3 returned and r stored: x * 2/pi from the 96 bits of
+    # 2/pi that matter at x's exponent (Payne and Hanek's reduction), in integers; NaN for +-inf
     "trig": f"""\
-__aicore__ inline float XbTrigReduce(float x) {{
+__aicore__ inline float XbTrigReduce(float x, float* rem) {{
     const uint32_t words[8] = {{{_TRIG_WORDS}}};
     union {{ float f; uint32_t u; }} v = {{x}};
     const uint32_t ax = v.u & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return XB_NAN;
+    if (ax >= 0x7f800000u) {{ *rem = XB_NAN; return 0.0f; }}
     const int32_t e = static_cast<int32_t>(ax >> 23) - 150;          // |x| = m * 2**e
     const uint64_t m = (ax & 0x7fffffu) | 0x800000u;
     const int32_t g = e + 30;                                         // the bit of weight 2**-(e - 1)
@@ -380,8 +380,9 @@ __aicore__ inline float XbTrigReduce(float x) {{
     const uint64_t q = hi >> 30;
     const uint64_t top = ((hi & 0x3fffffffu) << 34) | ((((t & 0xffffffffu) << 32) | lo) >> 30);
     const int64_t f = static_cast<int64_t>(top - 0x8000000000000000ull);   // (|x| 2/pi - n) * 2**64
-    const float r = static_cast<float>(f) * 8.5153039502163862e-20f + static_cast<float>(q) * 1.5707963267948966f;
-    return (v.u >> 31) ? -r : r;
+    const float r = static_cast<float>(f) * 8.5153039502163862e-20f;
+    *rem = (v.u >> 31) ? -r : r;                                    // sin(-x) = -sin(x): -r and quadrant -q
+    return static_cast<float>((v.u >> 31) ? (4 - q) & 3 : q);
 }}""",
     # integer //, % and fmod as PyTorch: INT_MIN // -1 wraps to INT_MIN (it traps in C++), by 0 all give 0
     # (numpy's answer; PyTorch raises)

@@ -66,6 +66,9 @@ ROUND = {"floor": "CAST_FLOOR", "ceil": "CAST_CEIL", "trunc": "CAST_TRUNC", "rou
 # |error| <= 1.5e-7)
 ERF_P = 0.3275911
 ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+# erf(x) = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)), to 2e-11 relative for |x| < 0.5
+ERF_SERIES = (1.1283791670955126, -0.37612638903183754, 0.11283791670955126, -0.026866170645131252,
+              0.005223977625442188, -0.0008548327023450852, 0.00012055332981789664, -1.492565035840625e-05)
 # erfinv(x) = x p(w), w = -ln(1 - x^2): M. Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011)
 ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
                   -0.00417768164, 0.246640727, 1.50140941)          # w < 5, in w - 2.5
@@ -540,34 +543,22 @@ class VecEmitter:
         elif fn in ("log2", "log10"):
             src(f"Ln({out.name}, {x.name}, {n});")
             src(f"Muls({out.name}, {out.name}, {s(1.4426950408889634 if fn == 'log2' else 0.4342944819032518)}, {n});")
-        elif fn == "log1p":   # ln(u) * x / (u - 1), u = 1 + x: exact cancellation of u's rounding; x where u = 1
-            u, d = self.pool.alloc(dt), self.pool.alloc(dt)
-            src(f"Adds({u.name}, {x.name}, {s(1.0)}, {n});")
-            src(f"Adds({d.name}, {u.name}, {s(-1.0)}, {n});")
-            src(f"Ln({u.name}, {u.name}, {n});")
-            src(f"Div({u.name}, {u.name}, {d.name}, {n});")
-            src(f"Mul({u.name}, {u.name}, {x.name}, {n});")
-            m = self._mask_t(d, "NE", 0.0)
-            self._select(u, m, u, x)
-            self.pool.release(m)
-            m = self._mask_t(x, "NE", float("inf"))      # log1p(inf) = inf (inf * inf / inf is NaN)
-            self._select(out, m, u, float("inf"))
-            for t in (m, u, d):
-                self.pool.release(t)
+        elif fn == "log1p":
+            self._log1p(out, x)
         elif fn == "expm1":   # (u - 1) * x / ln(u), u = exp(x): x where u = 1, -1 where u = 0, inf where u = inf
-            u, d = self.pool.alloc(dt), self.pool.alloc(dt)
+            u, d, lu = self.pool.alloc(dt), self.pool.alloc(dt), self.pool.alloc(dt)
             src(f"Exp({u.name}, {x.name}, {n});")
             src(f"Adds({d.name}, {u.name}, {s(-1.0)}, {n});")
-            src(f"Ln({out.name}, {u.name}, {n});")
-            src(f"Div({d.name}, {d.name}, {out.name}, {n});")
+            src(f"Ln({lu.name}, {u.name}, {n});")
+            src(f"Div({d.name}, {d.name}, {lu.name}, {n});")
             src(f"Mul({d.name}, {d.name}, {x.name}, {n});")
             for value, result in ((1.0, x), (0.0, -1.0), (float("inf"), float("inf"))):
                 m = self._mask_t(u, "NE", value)
                 self._select(d, m, d, result)
                 self.pool.release(m)
             src(f"DataCopy({out.name}, {d.name}, XbAlign({n}, {32 // SIZE[dt]}));")
-            self.pool.release(u)
-            self.pool.release(d)
+            for tmp in (u, d, lu):
+                self.pool.release(tmp)
         elif fn == "sigmoid":  # 1 / (1 + exp(-x))
             src(f"Muls({out.name}, {x.name}, {s(-1.0)}, {n});")
             src(f"Exp({out.name}, {out.name}, {n});")
@@ -706,14 +697,35 @@ class VecEmitter:
         for tmp in (ax, t, u, y0):
             self.pool.release(tmp)
 
-    def _huge_reduced(self, x: Tile) -> Tile:
-        """A copy of x whose elements at or past 2**16 (where the float32 reduction below loses the quadrant) are
-        replaced by an equal angle under 2pi, on the scalar unit (`XbTrigReduce`) and only in tiles that have one
-        (a ReduceMax of |x| decides)."""
+    def _log1p(self, out: Tile, x: Tile) -> None:
+        """out = log1p(x) = ln(u) * x / (u - 1), u = 1 + x: the rounding of u cancels; x where u = 1, inf at inf
+        (`out` may be `x`)."""
+        i, dt = self._i, x.dtype
+        u, d, xc = self.pool.alloc(dt), self.pool.alloc(dt), self.pool.alloc(dt)
+        i(f"DataCopy({xc.name}, {x.name}, XbAlign(@n, {32 // SIZE[dt]}));")
+        i(f"Adds({u.name}, {xc.name}, {vec_scalar('1.0f', dt)}, @n);")
+        i(f"Adds({d.name}, {u.name}, {vec_scalar('-1.0f', dt)}, @n);")
+        i(f"Ln({u.name}, {u.name}, @n);")
+        i(f"Div({u.name}, {u.name}, {d.name}, @n);")
+        i(f"Mul({u.name}, {u.name}, {xc.name}, @n);")
+        m = self._mask_t(d, "NE", 0.0)
+        self._select(u, m, u, xc)
+        self.pool.release(m)
+        m = self._mask_t(xc, "NE", float("inf"))         # inf * inf / inf is NaN
+        self._select(out, m, u, float("inf"))
+        for t in (m, u, d, xc):
+            self.pool.release(t)
+
+    def _huge_reduced(self, x: Tile) -> tuple[Tile, Tile]:
+        """(r, q): a copy of x whose elements at or past 2**16 (where the float32 reduction below loses the
+        quadrant) are replaced by their remainder r modulo pi/2 (|r| <= pi/4, to full float32 precision) and the
+        quadrant q in the second tile (0 elsewhere), on the scalar unit (`XbTrigReduce`) and only in tiles that
+        have one (a ReduceMax of |x| decides)."""
         i, n = self._i, self.dom.count
-        xr, a, red, tmp = (self.pool.alloc("float32") for _ in range(4))
+        xr, qt, a, red, tmp = (self.pool.alloc("float32") for _ in range(5))
         self.sw.helpers.add("trig")
         i(f"DataCopy({xr.name}, {x.name}, XbAlign(@n, 8));")
+        i(f"Duplicate({qt.name}, 0.0f, @n);")
         i(f"Abs({a.name}, {x.name}, @n);")
         i(f"ReduceMax({red.name}, {a.name}, {tmp.name}, @n);")
         i("XbSync<HardEvent::V_S>();")
@@ -721,14 +733,16 @@ class VecEmitter:
         with self.src.block(f"if (!({red.name}.GetValue(0) < {float_lit(TRIG_LIMIT)}))"), \
                 self.src.block(f"for (uint32_t q = 0; q < static_cast<uint32_t>({n}); ++q)"):
                 self.src(f"const float v = {xr.name}.GetValue(q);")
-                self.src(f"if (v >= {float_lit(TRIG_LIMIT)} || v <= {float_lit(-TRIG_LIMIT)}) "
-                         f"{xr.name}.SetValue(q, XbTrigReduce(v));")
+                with self.src.block(f"if (v >= {float_lit(TRIG_LIMIT)} || v <= {float_lit(-TRIG_LIMIT)})"):
+                    self.src("float r = 0.0f;")
+                    self.src(f"{qt.name}.SetValue(q, XbTrigReduce(v, &r));")
+                    self.src(f"{xr.name}.SetValue(q, r);")
         i("XbSync<HardEvent::S_V>();")
         for t in (a, red, tmp):
             self.pool.release(t)
-        return xr
+        return xr, qt
 
-    def _sincos(self, out: Tile, x: Tile, fn: str) -> None:
+    def _sincos(self, out: Tile, x: Tile, fn: str, quadrant: Tile | None = None) -> None:
         """sin / cos: k = rint(2x/pi), r = x - k pi/2 in three parts (Cody-Waite), minimax polynomials on
         [-pi/4, pi/4], the quadrant k mod 4 picking sin or cos and the sign."""
         i = self._i
@@ -760,6 +774,8 @@ class VecEmitter:
         i(f"Muls({r.name}, {z.name}, -0.5f, @n);")
         i(f"Add({c.name}, {c.name}, {r.name}, @n);")
         i(f"Adds({c.name}, {c.name}, 1.0f, @n);")
+        if quadrant is not None:                           # the quadrants of arguments reduced before
+            i(f"Add({k.name}, {k.name}, {quadrant.name}, @n);")
         # q = k mod 4 (k - 4 floor(k / 4))
         i(f"Muls({q.name}, {k.name}, 0.25f, @n);")
         i(f"Cast({q.name}, {q.name}, RoundMode::CAST_FLOOR, @n);")
@@ -808,24 +824,31 @@ class VecEmitter:
             self.pool.release(e)
             self.pool.release(f)
         elif fn in ("asinh", "acosh"):
-            # ln(|x| + sqrt(x^2 +- 1)), odd for asinh; ln|x| + ln 2 from 2**60 (x^2 would overflow); asinh(x) = x
-            # below 2**-12 (where 1 + x^2 rounds to 1); acosh(x) = NaN below 1
+            # asinh |x| = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))), acosh x = log1p(x - 1 + sqrt((x - 1)(x + 1))):
+            # no 1 + small rounding away the small; ln|x| + ln 2 from 2**60 (x^2 would overflow); asinh odd,
+            # acosh NaN below 1
             t, a, big = self.pool.alloc("float32"), self.pool.alloc("float32"), self.pool.alloc("float32")
             i(f"Abs({a.name}, {x.name}, @n);")
-            i(f"Mul({t.name}, {x.name}, {x.name}, @n);")
-            i(f"Adds({t.name}, {t.name}, {'1.0f' if fn == 'asinh' else '(-1.0f)'}, @n);")
-            i(f"Sqrt({t.name}, {t.name}, @n);")
-            i(f"Add({t.name}, {t.name}, {a.name}, @n);")
-            i(f"Ln({t.name}, {t.name}, @n);")
+            if fn == "asinh":
+                i(f"Mul({t.name}, {a.name}, {a.name}, @n);")
+                i(f"Adds({big.name}, {t.name}, 1.0f, @n);")
+                i(f"Sqrt({big.name}, {big.name}, @n);")
+                i(f"Adds({big.name}, {big.name}, 1.0f, @n);")
+                i(f"Div({t.name}, {t.name}, {big.name}, @n);")
+                i(f"Add({t.name}, {t.name}, {a.name}, @n);")
+            else:
+                i(f"Adds({t.name}, {x.name}, -1.0f, @n);")
+                i(f"Adds({big.name}, {x.name}, 1.0f, @n);")
+                i(f"Mul({big.name}, {big.name}, {t.name}, @n);")
+                i(f"Sqrt({big.name}, {big.name}, @n);")
+                i(f"Add({t.name}, {t.name}, {big.name}, @n);")
+            self._log1p(t, t)
             i(f"Ln({big.name}, {a.name}, @n);")
             i(f"Adds({big.name}, {big.name}, {float_lit(0.6931471805599453)}, @n);")
             m = self._mask(a, "LT", 2.0 ** 60)
             self._select(t, m, t, big)
             self.pool.release(m)
             if fn == "asinh":
-                m = self._mask(a, "LT", 2.0 ** -12)
-                self._select(t, m, a, t)
-                self.pool.release(m)
                 self._negate_where_negative(out, t, x)
             else:
                 m = self._mask(x, "GE", 1.0)
@@ -833,18 +856,14 @@ class VecEmitter:
                 self.pool.release(m)
             for tmp in (t, a, big):
                 self.pool.release(tmp)
-        elif fn == "atanh":  # ln((1 + x) / (1 - x)) / 2; x itself below 2**-12
+        elif fn == "atanh":  # log1p(2x / (1 - x)) / 2
             t, u = self.pool.alloc("float32"), self.pool.alloc("float32")
-            i(f"Adds({t.name}, {x.name}, 1.0f, @n);")
             i(f"Muls({u.name}, {x.name}, -1.0f, @n);")
             i(f"Adds({u.name}, {u.name}, 1.0f, @n);")
+            i(f"Muls({t.name}, {x.name}, 2.0f, @n);")
             i(f"Div({t.name}, {t.name}, {u.name}, @n);")
-            i(f"Ln({t.name}, {t.name}, @n);")
-            i(f"Muls({t.name}, {t.name}, 0.5f, @n);")
-            i(f"Abs({u.name}, {x.name}, @n);")
-            m = self._mask(u, "LT", 2.0 ** -12)
-            self._select(out, m, x, t)
-            self.pool.release(m)
+            self._log1p(t, t)
+            i(f"Muls({out.name}, {t.name}, 0.5f, @n);")
             self.pool.release(t)
             self.pool.release(u)
         elif fn == "atan":
@@ -862,17 +881,19 @@ class VecEmitter:
                 i(f"Adds({out.name}, {out.name}, {float_lit(1.5707963267948966)}, @n);")
             self.pool.release(t)
         elif fn in ("sin", "cos"):
-            xr = self._huge_reduced(x)
-            self._sincos(out, xr, fn)
+            xr, qt = self._huge_reduced(x)
+            self._sincos(out, xr, fn, qt)
             self.pool.release(xr)
+            self.pool.release(qt)
         elif fn == "tan":
             c = self.pool.alloc("float32")
-            xr = self._huge_reduced(x)
-            self._sincos(c, xr, "cos")
-            self._sincos(out, xr, "sin")
+            xr, qt = self._huge_reduced(x)
+            self._sincos(c, xr, "cos", qt)
+            self._sincos(out, xr, "sin", qt)
             i(f"Div({out.name}, {out.name}, {c.name}, @n);")
             self.pool.release(c)
             self.pool.release(xr)
+            self.pool.release(qt)
         elif fn == "erfinv":  # M. Giles' single-precision polynomials in w = -ln((1 - x)(1 + x))
             w, t, p, q = (self.pool.alloc("float32") for _ in range(4))
             i(f"Muls({t.name}, {x.name}, -1.0f, @n);")
@@ -902,18 +923,16 @@ class VecEmitter:
             self.pool.release(m)
             for tmp in (w, t, p, q):
                 self.pool.release(tmp)
-        elif fn == "sign":  # 1 where x > 0, -1 where x < 0, x itself (0, -0, NaN) elsewhere
+        elif fn == "sign":  # 1 where x > 0, -1 where x < 0, 0 elsewhere (0, -0, NaN) (masks first: out may be x)
             t = self.pool.alloc("float32")
-            m = self._mask(x, "GT", 0.0)
-            self._select(t, m, x, 0.0)
+            pos, neg = self._mask(x, "GT", 0.0), self._mask(x, "LT", 0.0)
+            i(f"Duplicate({t.name}, 0.0f, @n);")
             i(f"Duplicate({out.name}, 1.0f, @n);")
-            self._select(out, m, out, t)
-            self.pool.release(m)
-            m = self._mask(x, "LT", 0.0)
+            self._select(out, pos, out, t)
             i(f"Duplicate({t.name}, -1.0f, @n);")
-            self._select(out, m, t, out)
-            self.pool.release(m)
-            self.pool.release(t)
+            self._select(out, neg, t, out)
+            for tmp in (pos, neg, t):
+                self.pool.release(tmp)
         else:
             raise Unsupported(f"internal: no composition for {fn}")
 
@@ -1106,7 +1125,19 @@ class VecEmitter:
             src(f"Muls({out.name}, {ax.name}, {f(-1.0)}, {n});")
             src(f"Adds({out.name}, {out.name}, {f(1.0)}, {n});")
         else:
+            # below 0.5 the series x (c0 + c1 x^2 + ...): A&S's error bound is absolute, ruinous relative to a
+            # small erf(x) (computed before `out`, which may be `x`, is written)
+            sr = self.pool.alloc("float32")
+            src(f"Mul({p.name}, {x.name}, {x.name}, {n});")
+            src(f"Duplicate({sr.name}, {f(ERF_SERIES[-1])}, {n});")
+            for c in reversed(ERF_SERIES[:-1]):
+                src(f"Mul({sr.name}, {sr.name}, {p.name}, {n});")
+                src(f"Adds({sr.name}, {sr.name}, {f(c)}, {n});")
+            src(f"Mul({sr.name}, {sr.name}, {x.name}, {n});")
             src(f"Select({out.name}, {mask.name}, {t.name}, {e.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, {n});")
+            src(f"Compares({mask.name}, {ax.name}, {f(0.5)}, CMPMODE::LT, XbAlign({n}, 64));")
+            src(f"Select({out.name}, {mask.name}, {sr.name}, {out.name}, SELMODE::VSEL_TENSOR_TENSOR_MODE, {n});")
+            self.pool.release(sr)
         for tmp in (ax, t, p, e, mask):
             self.pool.release(tmp)
 
