@@ -29,7 +29,7 @@ def test_random_operators_agree_with_the_reference_on_every_backend():
         fz.stats.seconds = time.monotonic() - t0
     s = fz.stats
     print(fz.summary())
-    assert s.operators + s.rejected >= 20, f"only {s.operators} operators ran in {SECONDS} s"
+    assert s.operators + s.rejected >= 10, f"only {s.operators} operators ran in {SECONDS} s"
     assert s.per_backend.get("ascend", {}).get("tried", 0) > 0 and s.per_backend.get("cuda", {}).get("tried", 0) > 0
     found = fz.findings
     assert not found, "\n".join(f"operator {f.operator}: {f.backend} {f.kind}: {f.message.splitlines()[0]}\n"
