@@ -227,6 +227,10 @@ class ModuleWriter:
             return f"(not {args[0]})"
         if fn == "bitwise_not":
             return f"(~{args[0]})"
+        if fn in ("floordiv", "mod") and args[1].isdigit() and int(args[1]) > 0:
+            # by a positive constant (index arithmetic: reshapes, windows) Python's // and % are PyTorch's, and
+            # LLVM turns them into shifts and multiplies that vectorise
+            return f"({args[0]} {'//' if fn == 'floordiv' else '%'} {args[1]})"
         if is_int(dtype) and fn in ("fmod", "floordiv", "mod", "pow", "shl", "shr"):
             self.helpers.add("runtime")
             name = {"fmod": "ifmod", "floordiv": "ifloordiv", "mod": "imod", "pow": "ipow"}.get(fn, fn)
