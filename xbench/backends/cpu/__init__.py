@@ -28,7 +28,7 @@ from .lowp import LOAD as LOWP
 
 PREFETCH_LINES = (2, 4, 8)
 
-CODEGEN_VERSION = "15"
+CODEGEN_VERSION = "16"
 # The price of a parallel loop, for the default parallel/serial choice (`parallel_pays`): launching one on
 # numba's threading layer and waiting for its threads costs ~12-15 us with threads that sleep between loops
 # (OMP_WAIT_POLICY=PASSIVE, set below), and the serial work it splits costs ~0.1 ns per scalar evaluation plus
@@ -44,6 +44,9 @@ PARALLEL_MARGIN = 2.0
 # loops that are not vectorised. Whole-model graphs have hundreds of such kernels (batch statistics, running
 # averages, small epilogues).
 OPT_FULL_US = 10.0
+# A GEMM of fewer multiply-adds than this runs on one BLAS thread: ~80 us of work on one core, where waking a
+# second thread costs 10-20 us and, when another process holds the other core, a time slice (4-16 ms).
+BLAS_THREAD_WORK = 1 << 23
 # a BLAS contraction's own loops (packing, the epilogue: numba parallel regions of ~3 us each) run in parallel
 # from this many output points
 BLAS_PARALLEL_POINTS = 1 << 17
@@ -152,6 +155,9 @@ class CpuBackend:
         if "impl" in d:
             out["impl"] = Knob("impl", ("blas", "loops", "points"), d["impl"],
                                "contraction: BLAS panels, blocked loops, or a dot per output point")
+        if "blas_threads" in d:
+            out["blas_threads"] = Knob("blas_threads", (0, 1), d["blas_threads"],
+                                       "contraction: BLAS's own thread count (0), or one thread (small GEMMs)")
         if "batch_parallel" in d:
             out["batch_parallel"] = Knob("batch_parallel", (False, True), d["batch_parallel"],
                                          "contraction: one single-threaded GEMM per core over the batch, "
@@ -204,6 +210,7 @@ class CpuBackend:
             if s["impl"] == "blas":
                 # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output
                 s["parallel"] = s["parallel"] and kernel.points() >= BLAS_PARALLEL_POINTS
+                s["blas_threads"] = 1 if kernel_work(kernel) < BLAS_THREAD_WORK else 0
             batches = int(np.prod([a.extent for a in roles[1]], dtype=np.int64)) if roles[1] else 1
             if len(panel_rows(kernel)) > 1:
                 s["panel"] = 0

@@ -350,14 +350,16 @@ class ModuleWriter:
             for name, b in p.buffers.items():
                 if b.role in ("output", "temp"):
                     src(f"{name} = _xb_empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})")
+            # kernels on one BLAS thread share a `with` block with their neighbours that call no BLAS at all
+            serial = False
             for k in p.kernels:
-                call = f"{k.name}({', '.join(self.params(k))})"
-                if blas_serial(self.schedules.get(k.name, Schedule())):
+                sched = self.schedules.get(k.name, Schedule())
+                one, blas = blas_serial(sched), sched.get("impl") == "blas"
+                if one and not serial:
                     src("with _xb_blas_threads(1):")
-                    with src.indent():
-                        src(call)
-                else:
-                    src(call)
+                serial = one or serial and not blas
+                with _Indent(src, 1 if serial else 0):
+                    src(f"{k.name}({', '.join(self.params(k))})")
             src("return {" + ", ".join(f"{n!r}: {n}" for n in p.buffers) + "}")
         src()
         src()
@@ -743,8 +745,10 @@ class ModuleWriter:
 
 
 def blas_serial(sched) -> bool:
-    """Kernels that call BLAS from their own parallel loops, on one BLAS thread each."""
-    return bool(sched.get("batch_parallel", False)) or sched.get("window") == "winograd"
+    """Kernels that call BLAS from their own parallel loops, or for GEMMs too small to share, on one BLAS
+    thread."""
+    return bool(sched.get("batch_parallel", False)) or sched.get("window") == "winograd" or \
+        sched.get("blas_threads") == 1
 
 
 def streamed_store(k: Kernel, program: Program, stages: list) -> int | None:
