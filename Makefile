@@ -51,6 +51,7 @@ lab: install
 NBVAL     := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval-sanitize.cfg
 TUTORIALS := notebooks/01-quickstart.ipynb notebooks/02-profiling-and-roofline.ipynb notebooks/03-training.ipynb \
              notebooks/04-autotuning.ipynb notebooks/05-porting-a-pytorch-model.ipynb notebooks/06-migrating-cuda-code.ipynb \
+             notebooks/07-benchmark-suite.ipynb \
              notebooks/08-distributed.ipynb
 
 # Test files run side by side on every core (one file stays in one process, so its fixtures compile once);

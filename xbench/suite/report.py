@@ -65,7 +65,11 @@ def _grid(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(head), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-def measured_rows(res: Results) -> tuple[list[str], list[list[str]]]:
+def measured_rows(res: Results, times: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The measured table: throughput, ratios and first calls; `times`: the medians as times only (a step, an
+    inference, a decode step) with their spread."""
+    if times:
+        return _measured_times(res)
     head = ["workload", "mode", "precision", "eager", "xbench", "inductor", "xbench/eager", "xbench/inductor",
             "first call xbench", "first call inductor"]
     rows = []
@@ -88,6 +92,28 @@ def measured_rows(res: Results) -> tuple[list[str], list[list[str]]]:
                          _ratio(t["eager"], t["xbench"]), _ratio(t["inductor"], t["xbench"]),
                          f"{fc['xbench']:.1f} s" if fc["xbench"] else "—",
                          f"{fc['inductor']:.1f} s" if fc["inductor"] else "—"])
+    return head, rows
+
+
+def _measured_times(res: Results) -> tuple[list[str], list[list[str]]]:
+    engines = [e for e in ("eager", "xbench", "inductor") if res.find(engine=e, platform="cpu", source="measured")]
+    head = ["workload", "mode", "precision", "measures", *engines]
+    rows = []
+    for name in workloads_in(res):
+        for prec in ("float32", "bfloat16"):
+            found = res.find(workload=name, precision=prec, platform="cpu", source="measured", metric=TIME.get(
+                WORKLOADS[name].mode if name in WORKLOADS else "train"))
+            if not found:
+                continue
+            mode = found[0]["mode"]
+            cells = []
+            for e in engines:
+                r = res.find(workload=name, precision=prec, platform="cpu", engine=e, metric=TIME[mode])
+                # fmt_time's numbers are four characters wide: the column keeps its width whatever the times
+                cells.append(f"{fmt_time(r[0]['value'])} [{fmt_time(r[0]['q1'])} - {fmt_time(r[0]['q3'])}]"
+                             if r else "—")
+            what = {"train": "training step", "infer": "inference", "decode": "decode step"}[mode]
+            rows.append([_label(name), mode, prec, what, *cells])
     return head, rows
 
 
@@ -179,68 +205,75 @@ class Target:
 
 
 def targets(res: Results) -> list[Target]:
-    """The issue's targets on this machine, each with what this run measured."""
+    """The issue's targets on this machine, each with what this run measured (and at which size)."""
     out = []
     for name in workloads_in(res):
         w = WORKLOADS.get(name)
         if w is None:
             continue
         for prec in ("float32", "bfloat16"):
-            t = {e: res.value(workload=name, precision=prec, platform="cpu", engine=e, source="measured",
-                              metric=TIME[w.mode]) for e in ("eager", "xbench", "inductor")}
+            rows = {e: res.find(workload=name, precision=prec, platform="cpu", engine=e, source="measured",
+                                metric=TIME[w.mode]) for e in ("eager", "xbench", "inductor")}
+            t = {e: r[0]["value"] if r else None for e, r in rows.items()}
             if not t["xbench"] or not t["eager"]:
                 continue
+            size = rows["xbench"][0]["size"]
             sp = t["eager"] / t["xbench"]
             if w.mode == "train":
-                out.append(Target(f"{w.label} training step, {prec}: >= 1.2x eager", f"{sp:.2f}x", sp >= 1.2))
+                out.append(Target(f"{w.label} training step, {prec} ({size}): >= 1.2x eager", f"{sp:.2f}x", sp >= 1.2))
                 if t["inductor"]:
                     si = t["inductor"] / t["xbench"]
-                    out.append(Target(f"{w.label} training step, {prec}: >= Inductor", f"{si:.2f}x", si >= 1.0))
+                    out.append(Target(f"{w.label} training step, {prec} ({size}): >= Inductor", f"{si:.2f}x",
+                                      si >= 1.0))
             else:
                 what = "inference" if w.mode == "infer" else "decode step"
-                out.append(Target(f"{w.label} {what}, {prec}: >= 1.2x eager", f"{sp:.2f}x", sp >= 1.2))
+                out.append(Target(f"{w.label} {what}, {prec} ({size}): >= 1.2x eager", f"{sp:.2f}x", sp >= 1.2))
         for e in ("eager", "xbench"):
-            p = [res.value(workload=name, engine=e, precision=q, metric="peak_activation_bytes")
-                 for q in ("float32", "bfloat16")]
-            if p[0] and p[1]:
-                r = p[1] / p[0]
-                out.append(Target(f"{w.label} ({e}) bf16 peak activation memory <= 0.55x float32", f"{r:.2f}x",
-                                  r <= 0.55))
+            rows = [res.find(workload=name, engine=e, precision=q, metric="peak_activation_bytes")
+                    for q in ("float32", "bfloat16")]
+            if rows[0] and rows[1] and rows[0][0]["value"]:
+                r = rows[1][0]["value"] / rows[0][0]["value"]
+                out.append(Target(f"{w.label} ({e}) bf16 peak activation memory <= 0.55x float32 "
+                                  f"({rows[0][0]['size']})", f"{r:.2f}x", r <= 0.55))
     for v in res.varlen[-1:]:
         a, b = v["p99_ms"].get("xbench bucketed"), v["p99_ms"].get("eager padded")
         if a and b:
-            out.append(Target("variable-length BERT: xbench p99 below eager padded",
+            out.append(Target(f"variable-length BERT ({v['size']}): xbench p99 below eager padded",
                               f"{fmt_time(a).strip()} vs {fmt_time(b).strip()}", a < b))
     return out
 
 
-def table(res: Results) -> str:
-    """The whole report as text."""
+SECTIONS = ("runs", "measured", "predicted", "gate", "memory", "varlen", "targets", "errors")
+
+
+def table(res: Results, sections=SECTIONS, times: bool = False) -> str:
+    """The report as text: the `sections` named (all by default); `times`: the measured table as times only."""
     parts = []
-    machines = {r: v["machine"] for r, v in res.runs.items()}
-    for r, m in machines.items():
-        parts.append(f"run {r}: {m.get('cpu', '')} ({m.get('cores')} cores, torch {m.get('torch')} with "
-                     f"{m.get('torch_threads')} threads{', ' + m['gpu'] if m.get('gpu') else ''}), "
-                     f"{res.runs[r].get('seconds', 0):.0f} s")
-    sections = [("Measured on this cpu (medians of alternating runs)", measured_rows(res)),
-                ("Predicted by the hardware model over xbench's kernels (predicted, not measured)",
-                 predicted_rows(res)),
-                ("Accuracy gate against torch eager (outputs and loss curve)", gate_rows(res)),
-                ("Peak activation memory of a training step (measured)", memory_rows(res))]
-    for title, (head, rows) in sections:
-        if rows:
+    if "runs" in sections:
+        for r, v in res.runs.items():
+            m = v["machine"]
+            parts.append(f"run {r}: {m.get('cpu', '')} ({m.get('cores')} cores, torch {m.get('torch')} with "
+                         f"{m.get('torch_threads')} threads{', ' + m['gpu'] if m.get('gpu') else ''}), "
+                         f"{v.get('seconds', 0):.0f} s")
+    tables = [("measured", "Measured on this cpu (medians of alternating runs)", measured_rows(res, times)),
+              ("predicted", "Predicted by the hardware model over xbench's kernels (predicted, not measured)",
+               predicted_rows(res)),
+              ("gate", "Accuracy gate against torch eager (outputs and loss curve)", gate_rows(res)),
+              ("memory", "Peak activation memory of a training step (measured)", memory_rows(res))]
+    for key, title, (head, rows) in tables:
+        if rows and key in sections:
             parts += ["", title, _grid(head, rows)]
     v = varlen_text(res)
-    if v:
+    if v and "varlen" in sections:
         parts += ["", "Variable-length BERT inference (measured)", v]
     ts = targets(res)
-    if ts:
+    if ts and "targets" in sections:
         met = sum(t.ok is True for t in ts)
         parts += ["", f"Targets: {met} of {len(ts)} met"]
         parts += [f"  {'met   ' if t.ok else 'MISSED'} {t.claim}: {t.measured}" for t in ts]
-    if res.errors:
+    if res.errors and "errors" in sections:
         parts += ["", "Errors"] + [f"  {e['workload']} {e['stage']} {e['engine']}: {e['error']}" for e in res.errors]
-    return "\n".join(parts)
+    return "\n".join(parts).strip("\n")
 
 
 def chart_data(res: Results, precision: str = "float32") -> dict:

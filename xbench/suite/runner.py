@@ -195,10 +195,12 @@ def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) 
     for r in alive:
         samples = w.batch_size(r.batch)
         for phase, t in timings[r.name].items():
-            stats = dict(q1=round(t.q1_ms, 4), q3=round(t.q3_ms, 4), samples=t.samples, noisy=t.noisy)
             for metric, value, unit in _phase_metrics(w.mode, phase, t.median_ms, samples, r.tokens):
+                per = value / t.median_ms if unit == "ms" and t.median_ms else 1.0     # per decode step
+                stats = dict(q1=round(t.q1_ms * per, 4), q3=round(t.q3_ms * per, 4), samples=t.samples,
+                             noisy=t.noisy) if unit == "ms" else {}
                 res.add(run, **base, precision=r.precision, platform="cpu", engine=r.engine, source="measured",
-                        metric=metric, value=value, unit=unit, **(stats if unit == "ms" else {}))
+                        metric=metric, value=value, unit=unit, **stats)
         if r.engine == "xbench":
             _predict(res, run, base, r, o, samples)
 
@@ -262,7 +264,7 @@ def _predict(res: Results, run: str, base: dict, r: E.Run, o: SuiteOptions, samp
 def _gate(res: Results, run: str, name: str, backend: str, o: SuiteOptions) -> None:
     steps = o.gate_steps.get(backend, STEPS)
     g = gate(WORKLOADS[name], backend, o.gate_size, steps)
-    if not g.ok and not g.error and o.bisect:
+    if not g.ok and o.bisect:                  # a wrong value or a backend failure: find the op
         g.bisect = _bisect(name, backend, o.gate_size)
     res.gate.append({"run": run, **g.to_dict()})
 

@@ -10,6 +10,8 @@
    times eager float32 is, and beyond the tolerance table's float32 bound at the value's scale. Anything that
    departs before a cut is carried to its values, so departure grows with i: binary search over the cuts finds
    the first node whose addition makes the prefix depart, in about log2(nodes) compiles.
+   A prefix that fails on the backend (a compile or run error) departs too: bisection then names the first op
+   whose prefix fails.
 4. **Confirm.** That node is checked on its own with `verify`'s per-op machinery: torch's op in float64 on
    xbench's values of its inputs against xbench's value of its output, within the op's own tolerance. The
    report says whether the op itself is wrong or only fused with others into a wrong program.
@@ -61,14 +63,16 @@ class Departure:
     where: str
     own_check: str = ""                  # the op on its own (verify's per-op check)
     op_alone_wrong: bool | None = None
+    error: str = ""                      # the prefix ending at this op failed on the backend: how
 
     def __str__(self) -> str:
         cause = ("the op is wrong on its own" if self.op_alone_wrong else
                  "the op is right on its own: a fusion bug in the program around it" if self.op_alone_wrong is False
                  else "")
-        return (f"{self.op} ({self.node}) in {self.graph} ({self.kind}) on {self.shapes} -> {self.dtype}: "
-                f"{self.xbench_error:.3g} from float64, eager float32 {self.eager_error:.3g}, allowed "
-                f"{self.allowed:.3g}" + (f"  [{self.where}]" if self.where else "") +
+        how = (f"fails on the backend: {self.error}" if self.error else
+               f"{self.xbench_error:.3g} from float64, eager float32 {self.eager_error:.3g}, allowed {self.allowed:.3g}")
+        return (f"{self.op} ({self.node}) in {self.graph} ({self.kind}) on {self.shapes} -> {self.dtype}: {how}"
+                + (f"  [{self.where}]" if self.where else "") +
                 (f"\n  on its own: {self.own_check}" if self.own_check else "") + (f"\n  {cause}" if cause else ""))
 
 
@@ -220,6 +224,7 @@ class _Bisector:
         self.eager = _reference(self.gm, cap.args, double=False)
         self.exact = _reference(self.gm, cap.args, double=True)
         self.compiles = 0
+        self.errors: dict[int, str] = {}
         self._cache: dict[int, list] = {}
 
     def run_prefix(self, keep: list[fx.Node]) -> list[torch.Tensor]:
@@ -251,10 +256,17 @@ class _Bisector:
         return (mine > allowed, mine, theirs, allowed)
 
     def departs(self, i: int) -> tuple[bool, list]:
+        """Whether the cut after node i departs, and per value (node, departs, xbench's distance, eager's,
+        allowed); a prefix that fails to compile or run departs too (node None, the error kept)."""
         if i not in self._cache:
             keep = _frontier(self.gm, i)
-            got = self.run_prefix(keep) if keep else []
-            self._cache[i] = [(n, *self.judge(n, v)) for n, v in zip(keep, got)]
+            try:
+                got = self.run_prefix(keep) if keep else []
+            except Exception as exc:   # the backend failed on this prefix: the op that makes it fail is sought
+                self.errors[i] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                self._cache[i] = [(None, True, math.inf, 0.0, 0.0)]
+            else:
+                self._cache[i] = [(n, *self.judge(n, v)) for n, v in zip(keep, got)]
         verdicts = self._cache[i]
         return any(v[1] for v in verdicts), verdicts
 
@@ -350,8 +362,10 @@ def bisect(model, inputs=None, *, target: str = "cpu", options: dict | None = No
         dtype = str(xb_dtype(val.dtype)) if isinstance(val, torch.Tensor) else \
             ", ".join(str(xb_dtype(v.dtype)) for v in val if isinstance(v, torch.Tensor))
         dep = Departure(g.name, g.kind, node.name, aten.target_of(node.target).text, _shapes(node), dtype,
-                        worst[2], worst[3], worst[4], f"{loc.filename}:{loc.lineno}" if loc else "")
-        dep.own_check, dep.op_alone_wrong = _own_check(b, node)
+                        worst[2], worst[3], worst[4], f"{loc.filename}:{loc.lineno}" if loc else "",
+                        error=b.errors.get(cuts[hi], ""))
+        if not dep.error:
+            dep.own_check, dep.op_alone_wrong = _own_check(b, node)
         result.compiles += b.compiles
         result.departure = dep
         return result
