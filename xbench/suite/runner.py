@@ -194,11 +194,17 @@ def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) 
             return
     for r in alive:
         samples = w.batch_size(r.batch)
-        for phase, t in timings[r.name].items():
+        phases = timings[r.name]
+        for phase, t in phases.items():
+            if phase.endswith(":cpu"):
+                continue
+            cpu = phases.get(f"{phase}:cpu")
             for metric, value, unit in _phase_metrics(w.mode, phase, t.median_ms, samples, r.tokens):
                 per = value / t.median_ms if unit == "ms" and t.median_ms else 1.0     # per decode step
                 stats = dict(q1=round(t.q1_ms * per, 4), q3=round(t.q3_ms * per, 4), samples=t.samples,
                              noisy=t.noisy) if unit == "ms" else {}
+                if stats and cpu is not None:
+                    stats["detail"] = {"cpu_ms": round(cpu.median_ms * per, 4)}
                 res.add(run, **base, precision=r.precision, platform="cpu", engine=r.engine, source="measured",
                         metric=metric, value=value, unit=unit, **stats)
         if r.engine == "xbench":
