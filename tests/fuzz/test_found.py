@@ -321,3 +321,31 @@ def test_math_near_zero_and_tangents_of_huge_arguments(backend):
         want = [1 / np.sqrt(erf(X)), np.arcsinh(X), np.arctanh(X), np.tan(B), np.expm1(X), np.sign(X)]
     for got, w in zip(outs, want):
         np.testing.assert_allclose(got, w, rtol=2.6e-6)          # the tolerance table's, float32 elementwise
+
+
+@xb.tensor_op
+def narrow_chains(a: Tensor, b: Tensor):
+    return ((a + b) > 0, (a * b) // 3, (a - b).astype(xb.float32), -a > 0, abs(a) > 0, (a << 4) >> 4,
+            xb.expm1((a * b).astype(xb.float32)))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_narrow_integers_wrap_at_every_operation(backend, dtype):
+    """cpu (and the reference) computed int8 in 64 bits inside a fused kernel, wrapping only at the store: an
+    int8 product of 79 * 3 shifted left by 3 reached expm1 as -1896 instead of PyTorch's 104. Every result of
+    a narrow integer operation wraps to its type before anything reads it."""
+    info = np.iinfo(dtype)
+    a = np.array([info.max, info.min, 100, -77 if info.min else 7, 3], dtype)
+    b = np.array([info.max, info.min if info.min else 200, 100, 55, 2], dtype)
+    outs = run(narrow_chains, a, b, backend=backend)
+    with np.errstate(over="ignore"):
+        ab = (a * b).astype(dtype)
+        sub = (a - b).astype(dtype)
+        neg = (-a).astype(dtype)
+        want = [(a + b).astype(dtype) > 0, (ab // np.array(3, dtype)).astype(dtype), sub.astype(np.float32),
+                neg > 0, np.abs(a).astype(dtype) > 0, ((a << 4).astype(dtype) >> 4).astype(dtype),
+                np.expm1(ab.astype(np.float32))]
+    for i, (got, w) in enumerate(zip(outs, want)):
+        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(w, np.float64), rtol=1e-6,
+                                   err_msg=f"output {i}")

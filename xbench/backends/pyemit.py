@@ -14,6 +14,9 @@ from ..ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
 NP_TYPES = {"float32": "np.float32", "float64": "np.float64", "int8": "np.int8", "uint8": "np.uint8",
             "int16": "np.int16", "int32": "np.int32", "int64": "np.int64", "bool": "np.bool_"}
 
+NARROW_INTS = ("int8", "uint8", "int16", "int32")
+OVERFLOWING = ("add", "sub", "mul", "neg", "abs", "pow", "shl", "floordiv")   # results that can leave the type
+
 INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "pow": "**",
          "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "bitwise_and": "&",
          "bitwise_or": "|", "bitwise_xor": "^", "logical_and": "&", "logical_or": "|", "logical_xor": "^",
@@ -139,6 +142,10 @@ class Emitter:
             if self.wrapping is not None and e.dtype == "int64" and e.fn in ("add", "sub", "mul") \
                     and all(t == "int64" for t in arg_types) and _reads_data(e):
                 return self.wrapping(e.fn, args)
+            if e.dtype in NARROW_INTS and e.fn in OVERFLOWING:
+                # numba computes narrow integers in 64 bits: wrap each result to its type, as PyTorch
+                inner = Call(e.fn, e.args, "int64")
+                return f"{NP_TYPES[e.dtype]}({self.expr(inner, names)})"
             custom = self.functions(e.fn, e.dtype, args, arg_types)
             if custom is not None:
                 return custom

@@ -171,7 +171,7 @@ def _serve(inp, out_fd: int) -> None:
 
 
 UNSUPPORTED = ("has no spelling", "does not take", "not supported", "is not available", "bytes of UB",
-               "bytes of L1", "bytes of L0", "simulator would take")
+               "bytes of L1", "bytes of L0", "would take about")
 
 
 def _unsupported(exc) -> bool:

@@ -287,6 +287,9 @@ class ScalarWriter:
                 return f"{name}({a[0]}, {a[1]})"
             op = ">" if fn in ("maximum", "fmax") else "<"
             return f"(({a[0]}) {op} ({a[1]}) ? ({a[0]}) : ({a[1]}))"
+        if fn in ("neg", "abs") and dt in ("int8", "uint8", "int16", "int32"):   # wrapping (-INT_MIN is INT_MIN)
+            neg = f"static_cast<{t}>(-static_cast<int64_t>({a[0]}))"
+            return neg if fn == "neg" else f"(({a[0]}) < 0 ? {neg} : ({a[0]}))"
         if fn == "neg":
             return f"(-{a[0]})"
         if fn == "abs":

@@ -22,15 +22,22 @@ def exact(arr: np.ndarray) -> np.ndarray:
 
 
 def evaluate(graph: Graph, *arrays: np.ndarray) -> list[np.ndarray]:
-    """Run the graph on numpy arrays; results in float64 / int64 / bool."""
+    """Run the graph on numpy arrays; results in float64 / int64 / bool. Integer values of a narrower type wrap
+    to it after every primitive, as PyTorch's do (int8 100 + 100 is -56 before anything reads it)."""
     env: dict[int, np.ndarray] = {v.id: exact(a) for v, a in zip(graph.inputs, arrays)}
     for e in graph.eqns:
         ins = [env[v.id] for v in e.inputs]
         out = e.prim.reference(*ins, **e.params)
         outs = out if e.prim.multiple_results else (out,)
         for v, o in zip(e.outputs, outs):
-            env[v.id] = exact(np.asarray(o))
+            o = exact(np.asarray(o))
+            if v.dtype in NARROW_INTS:
+                o = o.astype(v.dtype).astype(np.int64)
+            env[v.id] = o
     return [env[v.id] for v in graph.outputs]
+
+
+NARROW_INTS = ("int8", "uint8", "int16", "int32")
 
 
 class ReferenceArtifact(Artifact):
