@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.reference import evaluate, exact
+from ..backends.reference import NARROW_INTS, evaluate, exact
 from ..dtypes import is_float, to_numpy
 from ..verify import compare, op_class, reduction_length, tolerance, weakest_float
 
@@ -115,7 +115,10 @@ def evaluate_with(graph, arrays, hook) -> list[np.ndarray]:
             out = e.prim.reference(*ins, **e.params)
             outs = out if e.prim.multiple_results else (out,)
             for v, o in zip(e.outputs, outs):
-                env[v.id] = hook(e, v, exact(np.asarray(o)))
+                o = exact(np.asarray(o))
+                if v.dtype in NARROW_INTS:                  # as the reference: narrow integers wrap
+                    o = o.astype(v.dtype).astype(np.int64)
+                env[v.id] = hook(e, v, o)
     return [env[v.id] for v in graph.outputs]
 
 
