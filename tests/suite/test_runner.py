@@ -76,3 +76,19 @@ def test_merge_reads_result_files(quick_run, tmp_path):
     out = tmp_path / "m.json"
     assert cli.main(["--merge", str(a), str(a), "--json", str(out)]) == 0
     assert json.loads(out.read_text())["rows"] == res.to_dict()["rows"]
+
+
+def test_lowering_without_compiling_gives_the_programs_the_bridge_compiles():
+    from xbench.suite.engines import runs
+    from xbench.suite.predict import compiled_programs, lower_model, predict_programs
+    from xbench.suite.workloads import WORKLOADS, build
+    model, batch = build("resnet", "tiny")                 # batch norm: its running stats stay on torch
+    lowered = lower_model(model, batch)
+    assert [x.kind for x in lowered] == ["forward", "backward"] and "xbench_0" in lowered[0].graph
+    r = runs(WORKLOADS["resnet"], "tiny", ("xbench",), ("float32",))[0]
+    r.step()
+    compiled = compiled_programs(r.sessions["step"].session)
+    assert [len(x.program.kernels) for x in lowered] == [len(c.program.kernels) for c in compiled]
+    a = predict_programs([x.program for x in lowered], "ascend-910b")
+    b = predict_programs([c.program for c in compiled], "ascend-910b")
+    assert a.seconds == pytest.approx(b.seconds) and a.kernels == b.kernels

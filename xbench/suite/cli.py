@@ -49,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-varlen", action="store_true", help="skip the variable-length BERT stream")
     p.add_argument("--requests", type=int, help="requests in the variable-length stream (default 200; quick: 20)")
     p.add_argument("--no-bisect", action="store_true", help="do not bisect gate failures")
+    p.add_argument("--no-published", action="store_true",
+                   help="skip lowering and predicting the published sizes (ResNet-50 at 224 px, BERT-base)")
     p.add_argument("--cold", action="store_true", help="fresh compile caches (xbench's and Inductor's)")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--html", help="write an HTML report here")
@@ -75,6 +77,8 @@ def options_from(args: argparse.Namespace):
         changes["varlen"] = False
     if args.no_bisect:
         changes["bisect"] = False
+    if args.no_published:
+        changes["published"] = False
     if args.cold:
         changes["cold"] = True
     return replace(o, **changes)

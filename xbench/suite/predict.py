@@ -32,6 +32,7 @@ class PhasePrediction:
     bounds: dict[str, int] = field(default_factory=dict)    # kernels per dominant model term
     fallback_ops: int = 0                 # ops that ran on torch: not priced
     optimizer_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def pct_peak_compute(self) -> float:
@@ -67,15 +68,21 @@ def _peak(target, dtype: str, unit: str) -> float:
 def predict_phase(session, target: str, *, parameters: int = 0) -> PhasePrediction:
     """The predicted time of one call of the graphs `session` recorded, on `target` (plus an optimizer step
     over `parameters` float32 parameters when given)."""
+    return predict_programs([c.program for c in compiled_programs(session)], target, parameters=parameters,
+                            fallbacks=fallback_ops(session))
+
+
+def predict_programs(programs, target: str, *, parameters: int = 0, fallbacks: int = 0) -> PhasePrediction:
+    """The predicted time of running each of `programs` once on `target` (see the module's docstring)."""
     from ..hw.predict import predict_program, program_counts
     t = get_target(target)
     seconds = flops = nbytes = compute = memory = 0.0
     kernels = 0
     bounds: dict[str, int] = {}
     bw = t.bandwidth("memory")
-    for c in compiled_programs(session):
-        counts = program_counts(c.program)
-        pred = predict_program(c.program, t, counts=counts)
+    for program in programs:
+        counts = program_counts(program)
+        pred = predict_program(program, t, counts=counts)
         seconds += pred.time_s
         kernels += len(pred.kernels)
         for k in pred.kernels:
@@ -92,5 +99,61 @@ def predict_phase(session, target: str, *, parameters: int = 0) -> PhasePredicti
         seconds += opt
         nbytes += 5 * 4 * parameters
         memory += opt
-    return PhasePrediction(target, seconds, kernels, flops, nbytes, compute, memory, bounds,
-                           fallback_ops(session), opt)
+    p = PhasePrediction(target, seconds, kernels, flops, nbytes, compute, memory, bounds, fallbacks, opt)
+    if compute > seconds:
+        p.notes.append(f"above {target}'s listed peak: the model prices some work on a unit faster than the peak the "
+                       f"target file lists for its dtype (e.g. float32 contractions on a matrix unit)")
+    return p
+
+
+# ---- at sizes this machine does not run through xbench ------------------------------------------------------
+
+@dataclass
+class Lowered:
+    """One xbench partition of a captured graph, lowered (not compiled) at the shapes it was captured with."""
+    graph: str
+    kind: str
+    program: object
+
+
+def _partition_inputs(name: str, split, args: list) -> list:
+    """(name, submodule, its inputs) of every xbench partition of a split graph, from one run of it on torch."""
+    import torch.fx as fx
+    found = []
+
+    class Recorder(fx.Interpreter):
+        def call_module(self, target, a, kwargs):
+            if str(target).startswith("xbench_"):
+                found.append((f"{name}.{target}", self.fetch_attr(target), list(a)))
+            return super().call_module(target, a, kwargs)
+    Recorder(split).run(*[a.clone() if hasattr(a, "clone") else a for a in args])
+    return found
+
+
+def lower_model(model, inputs: dict, *, backward: bool = True, progress=None) -> list[Lowered]:
+    """The xbench programs the bridge would compile for `model(**inputs)` (and its loss's backward), lowered to
+    loop-IR kernels without compiling them: the model runs once on torch to capture its ATen graphs and their
+    inputs (`xbench.torch.bisect.capture`), each graph is partitioned as the bridge partitions it, and each
+    partition is traced and lowered at its captured shapes. For predicting sizes too large to run on xbench here."""
+    import torch.fx as fx
+
+    from ..runtime import runtime
+    from ..torch.bisect import capture
+    from ..torch.graph import GraphOp
+    from ..torch.partition import partitions, probe
+    out = []
+    for g in capture(model, (), inputs, backward):
+        unsupported = probe(g.gm)
+        parts: list[tuple[str, fx.GraphModule, list]] = []
+        if not unsupported:
+            parts.append((g.name, g.gm, g.args))
+        else:
+            parts += _partition_inputs(g.name, partitions(g.gm, unsupported), g.args)
+        for name, gm, args in parts:
+            if progress:
+                progress(f"lowering {name}")
+            op = GraphOp(gm, f"lowered_{name.replace('.', '_')}", "cpu")
+            call, _ = op.arguments(args)
+            spec, _ = runtime.specialize(op.operator, tuple(call), {}, None)
+            out.append(Lowered(name, g.kind, spec.program()))
+    return out

@@ -48,6 +48,7 @@ class SuiteOptions:
     varlen_requests: int = 200
     varlen_size: str = ""                     # default: the suite's size
     cold: bool = False                        # fresh compile caches for xbench and Inductor
+    published: bool = True                    # lower and predict the workloads' published sizes
     quick: bool = False
 
     def workloads(self) -> list[str]:
@@ -67,7 +68,8 @@ def quick(options: SuiteOptions | None = None, **changes) -> SuiteOptions:
     float32, three repeats, the gate on cpu with 3 steps, a short stream; predictions as in the full suite."""
     base = options or SuiteOptions()
     return replace(base, size="tiny", engines=("eager", "xbench"), precisions=("float32",), repeats=3,
-                   gate_backends=("cpu",), gate_steps={"cpu": 3}, memory=False, varlen_requests=20, quick=True,
+                   gate_backends=("cpu",), gate_steps={"cpu": 3}, memory=False, varlen_requests=20, published=False,
+                   quick=True,
                    **changes)
 
 
@@ -132,7 +134,8 @@ def _cold_caches(enabled: bool):
 def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True) -> Results:
     names = options.workloads()
     res, run = Results.new_run(command, {k: v for k, v in asdict(options).items()})
-    stages = len(names) * (1 + len(options.gate_backends)) + int(options.memory) + int(options.varlen)
+    pub = [n for n in names if WORKLOADS[n].published] if options.published else []
+    stages = len(names) * (1 + len(options.gate_backends)) + int(options.memory) + int(options.varlen) + len(pub)
     bar = Progress(stages, progress)
     t0 = time.perf_counter()
     import torch._dynamo
@@ -145,6 +148,10 @@ def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True
                 bar.note(f"{name}: gate on {backend}")
                 _gate(res, run, name, backend, options)
                 bar.note(f"{name}: gate on {backend} done", advance=True)
+        for name in pub:
+            bar.note(f"{name}: lowering its published size")
+            _published(res, run, name, options, bar)
+            bar.note(f"{name}: published size predicted", advance=True)
         if options.memory:
             bar.note("peak activation memory")
             _memory(res, run, names, options)
@@ -265,6 +272,52 @@ def _predict(res: Results, run: str, base: dict, r: E.Run, o: SuiteOptions, samp
             res.add(run, **base, precision=r.precision, platform=target, engine="xbench", source="predicted",
                     metric="ratio_to_reference", value=round(ratio, 4), unit="x",
                     detail={"reference": o.reference, "of": primary})
+
+
+def _published(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) -> None:
+    """Predictions at the workload's published size: its graphs captured on torch, lowered, not compiled."""
+    from .predict import lower_model, predict_programs
+    w = WORKLOADS[name]
+    for precision in o.precisions:
+        try:
+            model, batch = w.published(0)
+            model.train(True)
+            with dynamo_settings(w), E.autocast(precision):
+                lowered = lower_model(model, batch,
+                                      progress=lambda s, q=precision: bar.note(f"{name} ({q}): {s}"))
+        except Exception as exc:
+            _error(res, run, name, f"published size ({precision})", "xbench", exc)
+            continue
+        params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        samples = w.batch_size(batch)
+        base = dict(workload=name, domain=w.domain, mode="train", size="published", precision=precision,
+                    engine="xbench", source="predicted")
+        per: dict[str, float] = {}
+        for target in dict.fromkeys((*o.targets, o.reference)):
+            try:
+                p = predict_programs([x.program for x in lowered], target, parameters=params)
+            except Exception as exc:
+                _error(res, run, name, f"published size ({precision}) predict", target, exc)
+                continue
+            per[target] = samples / p.seconds
+            if target not in o.targets:
+                continue
+            detail = {"kernels": p.kernels, "flops": p.flops, "bytes": p.bytes, "bounds": p.bounds, "batch": samples,
+                      "optimizer_ms": round(p.optimizer_s * 1e3, 6), "notes": p.notes,
+                      "model": (w.published.__doc__ or "").strip()}
+            res.add(run, **base, platform=target, metric="step_ms", value=round(p.seconds * 1e3, 4), unit="ms",
+                    detail=detail)
+            res.add(run, **base, platform=target, metric="samples_per_s", value=round(per[target], 2),
+                    unit="samples/s")
+            res.add(run, **base, platform=target, metric="pct_peak_compute", value=round(p.pct_peak_compute, 4),
+                    unit="%")
+            res.add(run, **base, platform=target, metric="pct_peak_bandwidth", value=round(p.pct_peak_bandwidth, 4),
+                    unit="%")
+        ref = per.get(o.reference)
+        for target in o.targets:
+            if ref and per.get(target):
+                res.add(run, **base, platform=target, metric="ratio_to_reference", value=round(per[target] / ref, 4),
+                        unit="x", detail={"reference": o.reference, "of": "samples_per_s"})
 
 
 def _gate(res: Results, run: str, name: str, backend: str, o: SuiteOptions) -> None:

@@ -32,6 +32,7 @@ class Workload:
     dynamo: tuple = ()               # torch._dynamo.config settings the model needs, as (name, value) pairs
     samples: str = ""                # the batch entry whose first dimension counts the samples ("" = the first)
     decode_tokens: tuple = (4, 8, 32)   # decode mode: tokens generated after the prompt, per size
+    published: Callable | None = None   # (seed) -> (model, batch) at a published size, only lowered and predicted
 
     @property
     def label(self) -> str:
@@ -48,6 +49,16 @@ WORKLOADS: dict[str, Workload] = {}
 def workload(name: str, domain: str, description: str, **meta):
     def deco(fn):
         WORKLOADS[name] = Workload(name, domain, fn, description, **meta)
+        return fn
+    return deco
+
+
+def published(name: str):
+    """Register the builder of a workload's published size (too large to run through xbench here: the suite
+    lowers its graphs and predicts them)."""
+    def deco(fn):
+        import dataclasses
+        WORKLOADS[name] = dataclasses.replace(WORKLOADS[name], published=fn)
         return fn
     return deco
 
@@ -274,3 +285,25 @@ def _sasrec(size: str, seed: int):
     items, length, hidden, blocks, batch = _pick(size, (60, 8, 8, 1, 4), (1000, 20, 32, 2, 16), (3416, 100, 50, 2, 64))
     cfg = SASRecConfig(items=items, max_len=length, hidden=hidden, blocks=blocks, heads=1)
     return Task(SASRec(cfg)), histories(cfg, batch, torch.Generator().manual_seed(seed + 1))
+
+
+@published("resnet")
+def _resnet50_imagenet(seed: int):
+    """ResNet-50 as published (He et al. 2016): 224x224 ImageNet images, 1000 classes, a batch of 32."""
+    import transformers
+    cfg = transformers.ResNetConfig(num_channels=3, embedding_size=64, hidden_sizes=[256, 512, 1024, 2048],
+                                    depths=[3, 4, 6, 3], layer_type="bottleneck", num_labels=1000)
+    return transformers.ResNetForImageClassification(cfg), {"pixel_values": _images(32, 224, seed),
+                                                            "labels": _labels(32, 1000, seed)}
+
+
+@published("bert")
+def _bert_base(seed: int):
+    """BERT-base (Devlin et al. 2019): 12 layers of 768, sequences of 128 tokens, a batch of 32."""
+    import transformers
+    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                  intermediate_size=3072, max_position_embeddings=512, num_labels=2,
+                                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return transformers.BertForSequenceClassification(cfg), {
+        "input_ids": _ids(30522, 32, 128, seed), "attention_mask": torch.ones(32, 128, dtype=torch.long),
+        "labels": _labels(32, 2, seed)}
