@@ -77,13 +77,13 @@ def test_a_gpu_machine_adds_measured_columns_and_the_later_run_wins():
 def test_the_report_checks_the_targets_with_the_numbers():
     res = here()
     ts = {t.claim: t for t in targets(res)}
-    step = ts["BERT training step, float32: >= 1.2x eager"]
+    step = ts["BERT training step, float32 (bench): >= 1.2x eager"]
     assert step.measured == "1.50x" and step.ok                                    # 30 ms / 20 ms
-    ind = ts["BERT training step, float32: >= Inductor"]
+    ind = ts["BERT training step, float32 (bench): >= Inductor"]
     assert ind.measured == "1.25x" and ind.ok
-    mem = ts["BERT (xbench) bf16 peak activation memory <= 0.55x float32"]
+    mem = ts["BERT (xbench) bf16 peak activation memory <= 0.55x float32 (bench)"]
     assert mem.measured == "0.60x" and not mem.ok
-    assert ts["variable-length BERT: xbench p99 below eager padded"].ok
+    assert ts["variable-length BERT (bench): xbench p99 below eager padded"].ok
     text = table(res)
     assert "1.50x" in text and "ascend-910b/a100" in text and "0.90x" in text      # 1800 / 2000
     assert "Targets: 3 of 4 met" in text

@@ -123,7 +123,8 @@ class Operator:
     def __call__(self, *args, **kwargs):
         if tracing() and _any_tensor(args, kwargs):
             return self._inline(args, kwargs)
-        return _dispatch().run(self, args, kwargs, None, None, user_location())
+        backend, schedule = kwargs.pop("backend", None), kwargs.pop("schedule", None)
+        return _dispatch().run(self, args, kwargs, backend, schedule, user_location())
 
     def run(self, *args, backend: str | None = None, schedule: Mapping | None = None, **kwargs):
         """Run on `backend` (default: the session default, "cpu"); numpy in, numpy out."""
