@@ -22,7 +22,7 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import BackendError, XbenchError
 from ..ops import SHAPES, NoTorch, OpInfo, Sample, ShapeSet, info
-from ..verify import compare, op_class, reduction_length
+from ..verify import compare, op_class, peak, reduction_length
 
 PSEUDO = ("torch", "grad")          # columns that check the reference itself rather than a backend
 UNSUPPORTED = object()              # a sample check's answer: the backend declined; stop this cell
@@ -377,12 +377,6 @@ def _loss_operator(inf: OpInfo, names: list[str], kw: dict, cts: list[np.ndarray
     return Operator(body, name=f"loss_{inf.name}")
 
 
-def _peak(a) -> float:
-    """The largest finite magnitude in `a` (0 if none)."""
-    a = np.abs(np.asarray(a, np.float64))
-    return float(np.max(a, where=np.isfinite(a), initial=0.0))
-
-
 def _wrt(inf: OpInfo, names: list[str], pos: list) -> list[str]:
     """The differentiable arguments this sample passes float arrays to (optional ones may be absent)."""
     want = None if inf.grad is True else set(inf.grad_args())
@@ -487,12 +481,12 @@ def check_grad(inf: OpInfo, shapes: ShapeSet | str = "quick", n: int = GRAD_SAMP
             if tg is not None:
                 # every argument's gradient at the scale of the sample's largest: one that is zero by
                 # cancellation (a normalisation over one element) comes back from PyTorch as rounding residue
-                gscale = max((_peak(g) for g in ours.values()), default=0.0)
+                gscale = max((peak(g) for g in ours.values()), default=0.0)
                 for nm, t in zip(wrt, tg):
                     theirs = np.zeros_like(ours[nm]) if t is None else t.detach().numpy(force=True)
                     c = compare(np.asarray(ours[nm], np.float64), theirs, "float64",
                                 max(1, sum(np.asarray(o).size for o in outs)), "reduction",
-                                scale=max(gscale, _peak(theirs)))
+                                scale=max(gscale, peak(theirs)))
                     if not c.ok:
                         return acc.fail(s, f"d/d{nm} differs from torch.autograd: {c.message}", c.max_abs_error,
                                         c.ratio)
