@@ -116,3 +116,25 @@ def test_float32_rsqrt_stays_float32_into_a_max_reduction():
     got = norm_relu_max(x, v)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, np.maximum(x / np.sqrt(v.astype(np.float64) + 1e-5), 0).max(-1), rtol=2e-6)
+
+
+@xb.tensor_op
+def two_softmaxes(a: xb.Tensor, w: xb.Tensor):
+    h = xb.ops.softmax(a @ w, -1) @ w
+    return xb.ops.softmax(h @ w, -1) @ w
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_a_kernel_that_is_an_earlier_one_run_as_tasks_compiles_on_cpu():
+    # repeated layers give kernels with the same code: the second is an alias of the first, which runs as tasks
+    a, w = (rng.standard_normal((256, 256)).astype(np.float32) / 16 for _ in range(2))
+    rows = [k.name for k in two_softmaxes.compile("cpu", a, w).program.kernels if k.name.endswith("_row")]
+    art = two_softmaxes.compile("cpu", a, w, schedule={r: {"parallel": True} for r in rows})
+    assert "_part(" in art.source and f"{rows[1]} = {rows[0]}  # the same code as" in art.source
+    w64 = w.astype(np.float64)
+    expect = _softmax((_softmax(a @ w64) @ w64) @ w64) @ w64
+    np.testing.assert_allclose(art.run(a, w)[0], expect, rtol=1e-4, atol=1e-4 * np.abs(expect).max())

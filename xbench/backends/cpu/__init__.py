@@ -291,6 +291,11 @@ def _signature_spec(program: Program, k: Kernel) -> list[tuple[str, int]]:
     return [(storage_dtype(program.buffers[p].dtype).name, len(program.buffers[p].shape)) for p in params]
 
 
+def _runs_as_tasks(module, name: str) -> bool:
+    """Whether kernel `name` (or the kernel it is an alias of: `k4 = k1`) runs as tasks of an njit part."""
+    return hasattr(module, f"{getattr(getattr(module, name), '__name__', name)}_part")
+
+
 def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
     """Compile kernel `name` of `module` for C-contiguous buffers, at the LLVM optimisation level its schedule
     chose (the module's `OPT`); a kernel run as tasks was compiled, or loaded from numba's cache, with its task
@@ -298,7 +303,7 @@ def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
     import numba
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
-    if hasattr(module, f"{name}_part"):
+    if _runs_as_tasks(module, name):
         return
     sig = tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C") for d, n in spec)
     with global_compiler_lock:
@@ -339,7 +344,7 @@ def _compile_all(module, program: Program, fresh: bool = False, path: Path | Non
     distinct = {}
     for name, spec in sigs:
         fn = getattr(module, name)
-        if not hasattr(module, f"{name}_part") and id(fn) not in distinct:
+        if not _runs_as_tasks(module, name) and id(fn) not in distinct:
             distinct[id(fn)] = (name, spec)
     jobs = list(distinct.values())
     workers = compile_workers(len(jobs)) if fresh and path is not None else 0
