@@ -61,6 +61,9 @@ def test_conv_and_gather_footprints() -> None:
     # a 2x2 stride-2 pool reads every input element once
     _, (q,) = counts(xb.ops.max_pool2d, np.zeros((1, 2, 8, 8), f32), 2)
     assert q.reads == {"input": 4 * 128} and q.total_flops == 128
+    # an embedding of no indices reads and writes nothing (and is priced, not refused)
+    _, (z,) = counts(xb.ops.embedding, np.zeros(0, np.int64), np.zeros((10, 4), f32))
+    assert z.total_flops == 0 and not any(z.reads.values()) and not any(z.writes.values())
 
 
 @xb.tensor_op

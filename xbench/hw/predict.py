@@ -353,6 +353,9 @@ def _dim_sets(load: Load, k: Kernel, extents: Mapping[str, int], data: Mapping[s
         if size > _FOOTPRINT_GRID:
             out.append((dims_t, None))
             continue
+        if size == 0 or any(shape[d] == 0 for d in dims_t):     # an empty loop nest touches nothing
+            out.append((dims_t, np.zeros(0, np.int64)))
+            continue
         names_l = sorted(names)
         grids = np.meshgrid(*[np.arange(extents.get(n, 1), dtype=np.int64) for n in names_l], indexing="ij") \
             if names_l else []
