@@ -47,8 +47,21 @@ def bus_factor(collective: str, world: int) -> float:
     return 2.0 * (world - 1) / world if c == "allreduce" else (world - 1) / world
 
 
+class Bandwidths:
+    """Algorithm and bus bandwidth (nccl-tests' convention) of an estimate's `collective` of `nbytes` over
+    `world` ranks in `time` seconds."""
+
+    @property
+    def algbw(self) -> float:
+        return self.nbytes / self.time if self.time > 0 else math.inf
+
+    @property
+    def busbw(self) -> float:
+        return self.algbw * bus_factor(self.collective, self.world)
+
+
 @dataclass(frozen=True)
-class Estimate:
+class Estimate(Bandwidths):
     """One algorithm's predicted time for one collective."""
 
     collective: str
@@ -69,14 +82,6 @@ class Estimate:
     @property
     def time(self) -> float:
         return self.latency + self.transfer
-
-    @property
-    def algbw(self) -> float:
-        return self.nbytes / self.time if self.time > 0 else math.inf
-
-    @property
-    def busbw(self) -> float:
-        return self.algbw * bus_factor(self.collective, self.world)
 
     @property
     def efficiency(self) -> float:

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from . import cost, hccl, nccl
-from .cost import bus_factor, collective_name, fmt_bytes, fmt_time
+from .cost import Bandwidths, collective_name, fmt_bytes, fmt_time
 from .topology import Topology, TopologyError
 
 SOURCE = "FlagCX-style plan (flagcx/core/c2c_algo.cc: homogeneous collectives + heterogeneous send/recv)"
@@ -43,7 +43,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Bandwidths):
     collective: str
     nbytes: int
     world: int
@@ -51,14 +51,6 @@ class Plan:
     time: float
     alternatives: dict
     why: str
-
-    @property
-    def algbw(self) -> float:
-        return self.nbytes / self.time if self.time > 0 else math.inf
-
-    @property
-    def busbw(self) -> float:
-        return self.algbw * bus_factor(self.collective, self.world)
 
     @property
     def provenance(self) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .cost import _lg, _shape, bus_factor, collective_name, fmt_bytes, fmt_time
+from .cost import Bandwidths, _lg, _shape, collective_name, fmt_bytes, fmt_time
 from .topology import Topology, TopologyError
 
 SOURCE = ("CANN environment variable reference, HCCL_ALGO (hiascend.com envref_07_0079 / 07_0083): level0 "
@@ -28,7 +28,7 @@ PIPELINE_CHUNKS = 8         # model assumption: chunks in flight in the pipeline
 
 
 @dataclass(frozen=True)
-class HcclEstimate:
+class HcclEstimate(Bandwidths):
     collective: str
     nbytes: int
     world: int
@@ -40,14 +40,6 @@ class HcclEstimate:
     inter_time: float
     rule: str                   # which documented rule picked level1
     why: str
-
-    @property
-    def algbw(self) -> float:
-        return self.nbytes / self.time if self.time > 0 else math.inf
-
-    @property
-    def busbw(self) -> float:
-        return self.algbw * bus_factor(self.collective, self.world)
 
     @property
     def provenance(self) -> str:

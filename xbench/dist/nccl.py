@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .cost import bus_factor, collective_name, fmt_bytes, fmt_time
+from .cost import Bandwidths, collective_name, fmt_bytes, fmt_time
 from .topology import Topology, TopologyError
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -49,7 +49,7 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class NcclEstimate:
+class NcclEstimate(Bandwidths):
     collective: str
     nbytes: int
     world: int
@@ -59,14 +59,6 @@ class NcclEstimate:
     time: float                 # s
     table: tuple[Entry, ...]
     why: str
-
-    @property
-    def algbw(self) -> float:
-        return self.nbytes / self.time if self.time > 0 else math.inf
-
-    @property
-    def busbw(self) -> float:
-        return self.algbw * bus_factor(self.collective, self.world)
 
     @property
     def provenance(self) -> str:
