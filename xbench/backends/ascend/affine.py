@@ -108,6 +108,20 @@ def classify(load: Load, shape: tuple[int, ...], domain: tuple[Axis, ...], guard
     return Access("contiguous", rest)
 
 
+def clamped_loads(e: Expr, shapes: dict, ranges: dict[str, tuple[int, int]] | None = None) -> Expr:
+    """`e` with every load's index clamped into its buffer (nested loads too), but for indices `ranges` prove
+    inside it. A Select branch evaluated where it is not taken thus reads some element of the buffer."""
+    def clamp(n: Expr):
+        if not (isinstance(n, Load) and n.buf in shapes):
+            return None
+        index = []
+        for i, d in zip(n.index, shapes[n.buf]):
+            r = interval(i, ranges) if ranges is not None else None
+            index.append(i if r is not None and r[0] >= 0 and r[1] < d else E.clamp(i, 0, d - 1))
+        return Load(n.buf, tuple(index), n.dtype)
+    return e.map(clamp)
+
+
 def affine_in(e: Expr, domain: tuple[Axis, ...]) -> tuple[int, Expr] | None:
     """`e` as `a * flat(domain) + rest` (rest free of the domain), or None."""
     dom = {x.name for x in domain if x.extent > 1}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ...ir import expr as E
 from ...ir.expr import Call, Const, Expr, Idx, Load
+from .affine import clamped_loads
 from .cpp import ScalarScope, ScalarWriter, Source, ctype, vec_scalar
 from .vecexpr import Pool, Tile
 from .windows import Window, rows_in_range
@@ -101,7 +102,7 @@ class Entry:
             if not isinstance(r, (Const, Idx)):
                 # a row read from GM (a gathered index) is read at a clamped position: where the consumer pads
                 # around the window (and drops what it copies) the index need not exist
-                src(f"const int64_t row{j} = {sw.expr(_clamped_loads(r, sw.shapes), sc, src)};")
+                src(f"const int64_t row{j} = {sw.expr(clamped_loads(r, sw.shapes), sc, src)};")
                 rows[r] = sc.memo[r] = f"row{j}"
         checks = [f"({sw.expr(p, sc, src)})" for p in w.cond]
         for r, n in zip(w.rows, sw.shapes[w.buf]):
@@ -219,11 +220,3 @@ class Inputs:
     def queued(self) -> list[Entry]:
         return [e for e in self.entries.values() if e.queue]
 
-
-def _clamped_loads(e: Expr, shapes: dict) -> Expr:
-    """`e` with every load's index clamped into its buffer."""
-    def clamp(n: Expr):
-        if isinstance(n, Load) and n.buf in shapes:
-            return Load(n.buf, tuple(E.clamp(i, 0, d - 1) for i, d in zip(n.index, shapes[n.buf])), n.dtype)
-        return None
-    return e.map(clamp)

@@ -27,7 +27,7 @@ from ...ir import expr as E
 from ...ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
 from ...ir.kernel import Axis
 from ...ir.scalar import UNARY
-from .affine import Access, affine_in, classify
+from .affine import Access, affine_in, clamped_loads, classify
 from .cpp import (
     CTYPE,
     SIZE,
@@ -351,13 +351,17 @@ class VecEmitter:
                 self.pool.release(op)
 
     # ---- evaluation ----------------------------------------------------------------------------------
-    def scalar(self, e: Expr) -> Scal:
+    def scalar(self, e: Expr, guard: tuple = ()) -> Scal:
+        """`e` on the scalar unit, once per tile. Under a Select branch (`guard`) it runs whether or not the
+        branch is taken, so its loads read at clamped indices: the untaken side never leaves a buffer."""
+        if guard:
+            e = clamped_loads(e, self.shapes, self.ranges)
         return Scal(self.sw.expr(e, self.scope, self.src), e.dtype)
 
     def value(self, e: Expr, guard: tuple = ()) -> Operand:
         guarded = bool(guard)
         if self.mode(e, guarded) == "U":
-            return self.scalar(e)
+            return self.scalar(e, guard)
         key = (e, guard)
         if key in self.memo:
             return self.memo[key]
@@ -1264,7 +1268,7 @@ class VecEmitter:
         if form is not None and form[0] == "ramp":
             _, mode, a, rest = form
             self.features.ramp = True
-            r = self.sw.expr(rest, self.scope, self.src)
+            r = self.scalar(rest, guard).code
             thr = f"static_cast<float>(-(int64_t({a}) * {self.dom.v0} + ({r})))"
             ramp = self.ramp_name
             if a != 1:
@@ -1283,8 +1287,9 @@ class VecEmitter:
     def select(self, e: Select, guard: tuple) -> Operand:
         n, dt = self.dom.count, e.dtype
         if not self.depends(e.cond):
-            # a uniform condition picks one of two tiles (both computed; loads in them were proven in bounds)
-            c = self.sw.expr(e.cond, self.scope, self.src)
+            # a uniform condition picks one of two tiles (both computed: their tile loads were proven in bounds,
+            # their scalar loads are clamped)
+            c = self.scalar(e.cond, guard).code
             a = self.tile_of(e.a, self.use(e.a, guard + ((e.cond, True),)))
             b = self.tile_of(e.b, self.use(e.b, guard + ((e.cond, False),)))
             out = self._dst((e, guard), dt)
