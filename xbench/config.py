@@ -139,3 +139,28 @@ def tool_versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[pkg] = "none"
     return out
+
+
+@contextlib.contextmanager
+def environ(values: dict[str, str]):
+    """Environment variables set to `values` for the block, then as they were."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (progress then shows as a widget)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})

@@ -16,9 +16,11 @@ import os
 import queue as queue_mod
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+
+from ..config import environ
 
 _CHILD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "NUMBA_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
@@ -26,20 +28,6 @@ _CHILD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 
 class LaunchError(RuntimeError):
     """A rank failed or the run passed its deadline; the message holds the failing ranks' tracebacks."""
-
-
-@contextlib.contextmanager
-def _environ(extra: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _unshadow_stdlib() -> None:
@@ -112,7 +100,7 @@ def run(fn: Callable, world_size: int, args: tuple = (), timeout: float = 120.0,
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     procs = []
-    with _environ({**_CHILD_ENV, **(env or {})}):
+    with environ({**_CHILD_ENV, **(env or {})}):
         for r in range(world_size):
             p = ctx.Process(target=_worker, args=(fn, r, world_size, store.port, tuple(args), results, timeout,
                                                   ranks_per_node), daemon=True)

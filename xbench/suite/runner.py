@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
+from ..config import environ, in_notebook
 from . import engines as E
 from .gate import STEPS, gate
 from .predict import REFERENCE, TARGETS, predict_phase
@@ -79,7 +80,7 @@ class Progress:
     def __init__(self, total: int, enabled: bool = True):
         self.total, self.done, self.enabled, self.t0 = total, 0, enabled, time.perf_counter()
         self.bar = None
-        if enabled and _in_notebook():
+        if enabled and in_notebook():
             import ipywidgets as w
             from IPython.display import display
             self.bar, self.text = w.IntProgress(min=0, max=max(total, 1), description="suite"), w.HTML()
@@ -102,32 +103,17 @@ class Progress:
             sys.stderr.write("\n")
 
 
-def _in_notebook() -> bool:
-    try:
-        from IPython import get_ipython
-        shell = get_ipython()
-        return shell is not None and "IPKernelApp" in shell.config
-    except ImportError:
-        return False
-
-
 @contextlib.contextmanager
 def _cold_caches(enabled: bool):
     if not enabled:
         yield
         return
     root = tempfile.mkdtemp(prefix="xbench-suite-")
-    saved = {k: os.environ.get(k) for k in ("XBENCH_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
-    os.environ["XBENCH_CACHE_DIR"] = os.path.join(root, "xbench")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
     try:
-        yield
+        with environ({"XBENCH_CACHE_DIR": os.path.join(root, "xbench"),
+                      "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}):
+            yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         shutil.rmtree(root, ignore_errors=True)
 
 

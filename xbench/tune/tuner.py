@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import backends
-from ..config import log
+from ..config import in_notebook, log
 from ..errors import XbenchError
 from ..profile.timing import bench, fmt_time
 from ..verify import check, reference_outputs
@@ -135,7 +135,7 @@ class Progress:
         self.total, self.label, self.done, self.best = total, label, 0, None
         self.enabled = enabled
         self.widget = None
-        if enabled and _in_notebook():
+        if enabled and in_notebook():
             import ipywidgets as w
             from IPython.display import display
             self.bar = w.IntProgress(min=0, max=max(total, 1), description="tuning")
@@ -176,15 +176,6 @@ class Progress:
     def close(self) -> None:
         if self.enabled and self.widget is None:
             sys.stderr.write("\n")
-
-
-def _in_notebook() -> bool:
-    try:
-        from IPython import get_ipython
-        shell = get_ipython()
-        return shell is not None and "IPKernelApp" in shell.config
-    except ImportError:
-        return False
 
 
 def _measurable(backend: str, art) -> bool:
