@@ -104,7 +104,7 @@ def test_ascend_numbers_agree_with_the_platform_config() -> None:
 def test_unknown_names_are_explained() -> None:
     with pytest.raises(TargetError, match=r"did you mean 'h100'.*known targets: a100, ascend-910b"):
         get_target("h10")
-    with pytest.raises(TargetError, match="float16/vector, float32/vector"):
+    with pytest.raises(TargetError, match="float16/vector, float32/tensor, float32/vector"):
         get_target("ascend-910b").peak_flops("float64")
     with pytest.raises(TargetError, match="no peak rate for float16 on the vector unit"):
         get_target("h100").peak_flops("float16", "vector")

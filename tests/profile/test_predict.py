@@ -153,8 +153,24 @@ def test_compute_bound_kernels_run_at_the_peak(cpu, model) -> None:
     asc = get_target("ascend-910b")
     pa = _predict(xb.ops.matmul, (a, a), asc, simulate=False)
     assert pa.kernels[0].bound == "cube"
-    fractals = (n // 16) ** 3
+    fractals = (n // 16) * (n // 8) * (n // 16)        # float32 operands: 16x8x16 MACs per cycle
     assert pa.kernels[0].terms["cube"] == pytest.approx(fractals / 24 / asc.clock_hz, rel=0.05)
+
+
+@pytest.mark.parametrize("dtype,k0", [(np.float32, 8), (np.float16, 16)])
+def test_ascend_cube_prices_each_operand_type_at_its_own_rate(dtype, k0: int) -> None:
+    """A [48, 40] x [40, 24] matmul on the 910B cube: M and N padded to 16, K to the fractal's depth (8 for float32,
+    16 for float16): 3 x 2 x ceil(40 / k0) fractals, one per cycle, spread evenly over the 24 cube cores."""
+    asc = get_target("ascend-910b")
+    a, b = np.zeros((48, 40), dtype), np.zeros((40, 24), dtype)
+    p = xb.ops.matmul.lower(a, b)
+    (c,) = P.program_counts(p)
+    fractals = 3 * 2 * math.ceil(40 / k0)          # float32: 30 (46,080 MACs / 2,048 = 22.5 before padding)
+    assert P.ascend_counters(c, asc)["totals"]["cube_fractals"] == fractals
+    k = P.predict_npu_kernel(c, asc)
+    assert k.terms["cube"] == pytest.approx(fractals / 24 / asc.clock_hz)      # spread over the 24 cube cores
+    name = np.dtype(dtype).name
+    assert any(f"{name} operands, one 16x{k0}x16 fractal" in n for n in k.notes)
 
 
 def test_gpu_occupancy_hides_latency() -> None:

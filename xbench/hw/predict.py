@@ -51,7 +51,8 @@ npu (Ascend: the MTE2 -> Vector/Cube -> MTE3 pipeline of each AI core)::
 
 The counters come from the CPU twin when the ascend backend ran the kernel, else from the loop IR (MTE2 = the
 kernel's compulsory reads, MTE3 = its writes, one vector repeat per 256 bytes of each vector operation,
-cube fractals = MNK / 16^3), with 48 vector cores for vector kernels and 24 cube cores for contractions.
+cube fractals = MNK over the MACs of one fractal of the operand type, `cube_fractal`: 16x16x16 for float16, 16x8x16
+for float32), with 48 vector cores for vector kernels and 24 cube cores for contractions; a cube fractal a cycle.
 
 Every constant not calibrated or read from a target file is a `ModelAssumption` listed in `ASSUMPTIONS` with
 where it comes from.
@@ -150,6 +151,7 @@ class KernelCounts:
     contraction: tuple[int, int, int, int] | None = None      # (batch, M, N, K) of a contraction kernel
     short_reductions: dict[str, float] = field(default_factory=dict)   # reduce kind -> steps in loops < 64 long
     dtype: str = "float32"                 # the kernel's main compute type
+    operand_dtype: str | None = None       # what a contraction multiplies (a matrix unit's rate depends on it)
 
     @property
     def total_flops(self) -> float:
@@ -252,7 +254,9 @@ class _Counter:
                     self._operand(c.rhs, B * N * K)
                 else:
                     self.calls([s.lhs, s.rhs], loop, n, 1)
-                _add(self.c.flops, (s.dtype, "tensor"), 2 * n * self.P)
+                lt, rt = s.lhs.dtype, s.rhs.dtype
+                self.c.operand_dtype = lt if lt == rt and is_float(lt) else s.dtype
+                _add(self.c.flops, (self.c.operand_dtype, "tensor"), 2 * n * self.P)
                 _add(self.c.functions, "mac", n * self.P)
                 self.c.dtype = s.dtype
             elif isinstance(s, Assign):
@@ -901,6 +905,9 @@ def predict_gpu_kernel(c: KernelCounts, target: Target, cache: KernelCache | Non
             core += f / (peak * A["gpu_simt_gemm_efficiency"].value)
         else:
             core += f / (peak / 2)            # one instruction per operation (FMA peak counts 2)
+    if any(unit == "tensor" for _, unit in c.flops):
+        notes.append(f"contraction on CUDA cores: the vector peak x {A['gpu_simt_gemm_efficiency'].value:g} tiled-SIMT "
+                     "efficiency, not the tensor cores (xbench's cuda backend emits no MMA instructions)")
     peak32 = target.peak_flops("float32", "vector")
     core += c.transcendentals * (1.0 / (A["gpu_sfu_per_sm_per_cycle"].value * sms * clock)
                                  + A["gpu_transcendental_fp32_ops"].value / (peak32 / 2))
@@ -976,6 +983,29 @@ _TRANSCENDENTAL_APIS = ("Exp", "Ln", "Log", "Sqrt", "Rsqrt", "Tanh", "Erf", "Sig
                         "Reciprocal")
 
 
+def cube_fractal(target: Target, dtype: str) -> tuple[int, int, int] | None:
+    """(m, k, n): the MACs one cube core does per cycle on `dtype` operands, as a fractal: m and n the target's cube
+    shape, k from its listed tensor peak for the dtype (peak = cube cores x m k n x 2 x clock; on the 910B k is
+    32 bytes of operand: 16 for float16, 8 for float32, 32 for int8). None when the target lists no cube rate."""
+    npu = target.npu
+    if npu is None:
+        return None
+    try:
+        peak = target.peak_flops(dtype, "tensor")
+    except TargetError:
+        return None
+    k = round(peak / (2 * npu.cube_cores * target.clock_hz * npu.cube_m * npu.cube_n))
+    return (npu.cube_m, max(1, k), npu.cube_n)
+
+
+def _cube_note(dtype: str, shape: tuple[int, int, int] | None) -> str:
+    if shape is None:
+        return f"contraction on the vector unit: the target lists no cube rate for {dtype} operands"
+    m, k, n = shape
+    return (f"contraction on the cube: {dtype} operands, one {m}x{k}x{n} fractal ({m * k * n} MACs) per cycle per "
+            f"core (peak.{dtype}.tensor)")
+
+
 def ascend_counters(c: KernelCounts, target: Target, resources: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The launches of one kernel as the Ascend model reads them: per launch its block dim, buffer count and
     per-core counters (mte2_bytes, mte3_bytes, vec_instr, cube_fractals, cube_macs, fixpipe_bytes, mte2_instr, and
@@ -989,7 +1019,9 @@ def ascend_counters(c: KernelCounts, target: Target, resources: Mapping[str, Any
     res = dict(resources or {})
     lres = list(res.get("launches") or [])
     npu = target.npu
-    cube = c.contraction is not None
+    operands = str(next((lr["in_dtype"] for lr in lres if lr.get("in_dtype")), None) or c.operand_dtype or c.dtype)
+    shape = cube_fractal(target, operands) if c.contraction is not None else None
+    cube = shape is not None
     cores = (npu.cube_cores if cube else npu.vector_cores) if npu else target.compute_units
     counted = [cl for cl in (res.get("counters") or []) if isinstance(cl, Mapping) and "per_core" in cl]
     launches = []
@@ -1019,10 +1051,14 @@ def ascend_counters(c: KernelCounts, target: Target, resources: Mapping[str, Any
             factor = ASSUMPTIONS["npu_transcendental_repeats"].value if heavy else 1.0
             vec += n * itemsize(c.dtype if is_float(c.dtype) else "float32") / 256.0 * factor
         fr = macs = 0.0
-        if cube:
+        if c.contraction is not None:
             B, M, N, K = c.contraction
-            fr = B * math.ceil(M / 16) * math.ceil(N / 16) * math.ceil(K / 16)
             macs = B * M * N * K
+            if cube:
+                fm, fk, fn = shape
+                fr = B * math.ceil(M / fm) * math.ceil(N / fn) * math.ceil(K / fk)
+            else:     # multiply-adds on the vector unit, one repeat per 256 bytes of operands
+                vec += macs * itemsize(operands if is_float(operands) else "float32") / 256.0
         lr = lres[0] if lres else {}
         blocks = int(lr.get("block_dim") or min(cores, max(1, c.points)))
         tile = float(lr.get("tile_length", 0) or 0) * itemsize(c.dtype) or ASSUMPTIONS["npu_tile_bytes"].value
@@ -1044,6 +1080,7 @@ def ascend_counters(c: KernelCounts, target: Target, resources: Mapping[str, Any
     if len(launches) == 1 and not cube and totals["mte2_bytes"] > c.bytes_read > 0:
         ddr = 1.0 - ASSUMPTIONS["npu_reread_l2"].value * (1.0 - c.bytes_read / totals["mte2_bytes"])
     return {"launches": launches, "totals": totals, "source": source, "cores": cores, "mte2_ddr_fraction": ddr,
+            "unit": _cube_note(operands, shape) if c.contraction is not None else None,
             "ub_bytes": max([int(lr.get("ub_total", 0)) for lr in lres] or [0]) or None,
             "ub_budget": max([int(lr.get("ub_budget", 0)) for lr in lres] or [0]) or None}
 
@@ -1098,6 +1135,8 @@ def predict_npu_kernel(c: KernelCounts, target: Target, resources: Mapping[str, 
     blocks = ", ".join(str(ln["block_dim"]) for ln in k["launches"])
     notes = [f"counters from the {k['source']}", f"block_dim {blocks} on {cores} cores, buffer_num "
              f"{', '.join(str(ln['buffer_num']) for ln in k['launches'])}"]
+    if k["unit"]:
+        notes.append(k["unit"])
     accesses = sum(t_tot[n] for n in _SCALAR_KEYS)
     if accesses:
         notes.append(f"{accesses:,.0f} scalar GetValue/SetValue accesses at {scalar:g} cycles each "
