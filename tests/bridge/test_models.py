@@ -8,26 +8,15 @@ import copy
 import pytest
 import torch
 
+from xbench.suite.gate import compare_curves, compare_outputs, double, train_curve
 from xbench.suite.workloads import build
-
-from .accuracy import assert_as_accurate, assert_curves_as_accurate, double
 
 MODELS = ["bert", "gpt2", "vit", "resnet", "mobilenet_v2", "dlrm"]
 STEPS = 20
 
 
-def train(model, batch, steps: int = STEPS):
-    """SGD with momentum for `steps` steps on one batch: the losses, and the first step's logits."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses, first = [], None
-    for _ in range(steps):
-        out = model(**batch)
-        out.loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(float(out.loss))
-        first = out.logits.detach().clone() if first is None else first
-    return losses, first
+def assert_ok(check) -> None:
+    assert check.ok, str(check)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -36,11 +25,11 @@ def test_training_on_cpu_follows_eager(name):
     eager = copy.deepcopy(model)
     exact, batch64 = double(model, batch)
     model = torch.compile(model, backend="xbench")                  # the one changed line
-    got, logits = train(model, batch)
-    want, eager_logits = train(eager, batch)
-    exact_losses, exact_logits = train(exact, batch64)
-    assert_as_accurate(logits, eager_logits, exact_logits, f"{name} logits")
-    assert_curves_as_accurate(got, want, exact_losses, f"{name} loss curve")
+    got, logits = train_curve(model, batch, STEPS)
+    want, eager_logits = train_curve(eager, batch, STEPS)
+    exact_losses, exact_logits = train_curve(exact, batch64, STEPS)
+    assert_ok(compare_outputs(logits, eager_logits, exact_logits, f"{name} logits"))
+    assert_ok(compare_curves(got, want, exact_losses, f"{name} loss curve"))
     assert got[-1] < got[0]                                          # it learns
 
 
@@ -55,4 +44,4 @@ def test_inference_on_other_targets(name, target):
         got = compiled(**batch).logits
         eager = model(**batch).logits
         want = exact(**batch64).logits
-    assert_as_accurate(got, eager, want, f"{name} on {target}")
+    assert_ok(compare_outputs(got, eager, want, f"{name} on {target}"))
