@@ -349,3 +349,31 @@ def test_narrow_integers_wrap_at_every_operation(backend, dtype):
     for i, (got, w) in enumerate(zip(outs, want)):
         np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(w, np.float64), rtol=1e-6,
                                    err_msg=f"output {i}")
+
+
+@xb.tensor_op
+def big_powers(a: Tensor, b: Tensor):
+    return xb.power(b, a), xb.clip(xb.power(b, a), None, 1.0)
+
+
+def _wrapped_power(x: int, e: int, bits: int) -> int:
+    if e < 0:
+        return 1 if x == 1 else (1 if e % 2 == 0 else -1) if x == -1 else 0
+    r = pow(x, e, 2 ** bits)
+    return r - 2 ** bits if r >= 2 ** (bits - 1) else r
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_integer_powers_past_an_exponent_of_65536(backend, dtype):
+    """cpu: numba's integer `**` goes through a float pow past an exponent of 65536 (int32 powers came out 0,
+    int64 ones INT64_MIN); cuda's helper had the same `**` (a float pow and a float-to-int conversion in its PTX;
+    the simulator runs Python's). Integer powers wrap, as PyTorch's: (-1222763077) ** 1120445987 is -1342708413
+    in int32."""
+    a = np.array([[1120445987], [65537], [70001], [0], [-1], [5]], dtype)
+    b = np.array([[0, -1222763077, 3, -3, 1, -1, 2, 7]], dtype)
+    power, clipped = run(big_powers, a, b, backend=backend)
+    bits = np.iinfo(dtype).bits
+    want = np.array([[_wrapped_power(int(x), int(e), bits) for x in b[0]] for e in a[:, 0]], dtype)
+    assert power.tolist() == want.tolist()
+    np.testing.assert_allclose(clipped, np.minimum(want.astype(np.float64), 1.0), rtol=1e-6)

@@ -110,13 +110,20 @@ def _xb_imod(a, b):
     return a - a if b == 0 or b == -1 else a % b
 
 
-# integers to negative powers as PyTorch: 1 for a base of 1, +-1 by parity for -1, else 0
+# integers to negative powers as PyTorch: 1 for a base of 1, +-1 by parity for -1, else 0; to others by squaring,
+# wrapping (numba's `**` goes through math.pow past an exponent of 65536: 3 ** 1120445987 was INT64_MIN)
 @numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
 def _xb_ipow(a, b):
-    if b >= 0:
-        return a ** b
-    one = a - a + 1
-    return one if a == 1 else (one if b % 2 == 0 else -one) if a == -1 else one - one
+    if b < 0:
+        one = a - a + 1
+        return one if a == 1 else (one if b % 2 == 0 else -one) if a == -1 else one - one
+    r, x, e = np.int64(1), np.int64(a), np.int64(b)
+    while e != 0:
+        if e & 1:
+            r = _xb_wrapping_mul(r, x)
+        x = _xb_wrapping_mul(x, x)
+        e >>= 1
+    return r
 
 
 # shifts by a count outside [0, 64) (integers compute in 64 bits here) as PyTorch: 0, or -1 for negative a >> b
@@ -233,6 +240,8 @@ class ModuleWriter:
             return f"({args[0]} {'//' if fn == 'floordiv' else '%'} {args[1]})"
         if is_int(dtype) and fn in ("fmod", "floordiv", "mod", "pow", "shl", "shr"):
             self.helpers.add("runtime")
+            if fn == "pow":
+                self.helpers.add("wrapping")
             name = {"fmod": "ifmod", "floordiv": "ifloordiv", "mod": "imod", "pow": "ipow"}.get(fn, fn)
             return f"_xb_{name}({args[0]}, {args[1]})"
         if fn == "sign" and dtype != INDEX:

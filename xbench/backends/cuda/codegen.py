@@ -113,14 +113,21 @@ def _xb_ifloordiv(a, b):
 def _xb_iremainder(a, b):
     return a - a if b == 0 or b == -1 else a % b
 ''',
-    # integers to negative powers as PyTorch: 1 for a base of 1, +-1 by parity for -1, else 0
+    # integers to negative powers as PyTorch: 1 for a base of 1, +-1 by parity for -1, else 0; to others by
+    # squaring, wrapping (numba's `**` goes through a float pow past an exponent of 65536)
     "ipow": '''
 @cuda.jit(device=True, inline="always")
 def _xb_ipow(a, b):
-    if b >= 0:
-        return a ** b
     one = a - a + 1
-    return one if a == 1 else (one if b % 2 == 0 else -one) if a == -1 else one - one
+    if b < 0:
+        return one if a == 1 else (one if b % 2 == 0 else -one) if a == -1 else one - one
+    r, x, e = one, a, b
+    while e != 0:
+        if e & 1:
+            r = r * x
+        x = x * x
+        e >>= 1
+    return r
 ''',
     # shifts by a count outside [0, 64) (integers compute in 64 bits) as PyTorch: 0, or -1 for negative a >> b
     "shl": '''
