@@ -377,3 +377,21 @@ def test_integer_powers_past_an_exponent_of_65536(backend, dtype):
     want = np.array([[_wrapped_power(int(x), int(e), bits) for x in b[0]] for e in a[:, 0]], dtype)
     assert power.tolist() == want.tolist()
     np.testing.assert_allclose(clipped, np.minimum(want.astype(np.float64), 1.0), rtol=1e-6)
+
+
+@xb.tensor_op
+def rms_of_a_mask(a: Tensor):
+    t = xb.where(abs(a).reshape((2, 5)) < 2, 0, -746)
+    return t * xb.rsqrt((t * t).mean(axis=-1, keepdims=True) + 1e-6), -a > 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_abs_and_negation_of_int64_min(backend):
+    """ascend: abs and negation of an int64 were C++'s `-x`, undefined at INT64_MIN; g++ took
+    `abs(INT64_MIN) < 2` as false inside an rms-norm's row (PyTorch's abs wraps: abs(INT64_MIN) is INT64_MIN)."""
+    lo = -2 ** 63
+    a = np.array([lo, 5, 7, 9, 11, 3, lo + 1, 1, -1, 2 ** 63 - 1], np.int64)
+    normed, positive = run(rms_of_a_mask, a, backend=backend)
+    k, k3 = 1 / np.sqrt(0.8), 1 / np.sqrt(0.6)           # the root mean square of 4 and of 3 terms of 746
+    np.testing.assert_allclose(normed, [[0, -k, -k, -k, -k], [-k3, -k3, 0, 0, -k3]], rtol=1e-5)
+    assert positive.tolist() == [False, False, False, False, False, False, True, False, True, False]

@@ -287,8 +287,10 @@ class ScalarWriter:
                 return f"{name}({a[0]}, {a[1]})"
             op = ">" if fn in ("maximum", "fmax") else "<"
             return f"(({a[0]}) {op} ({a[1]}) ? ({a[0]}) : ({a[1]}))"
-        if fn in ("neg", "abs") and dt in ("int8", "uint8", "int16", "int32"):   # wrapping (-INT_MIN is INT_MIN)
-            neg = f"static_cast<{t}>(-static_cast<int64_t>({a[0]}))"
+        if fn in ("neg", "abs") and dt in ("int8", "uint8", "int16", "int32", "int64"):   # wrapping (-INT_MIN is INT_MIN)
+            # int64 through uint64: -INT64_MIN is undefined in C++, and g++ took abs(INT64_MIN) < 2 as false
+            neg = (f"static_cast<int64_t>(0ULL - static_cast<uint64_t>({a[0]}))" if dt == "int64" else
+                   f"static_cast<{t}>(-static_cast<int64_t>({a[0]}))")
             return neg if fn == "neg" else f"(({a[0]}) < 0 ? {neg} : ({a[0]}))"
         if fn == "neg":
             return f"(-{a[0]})"
