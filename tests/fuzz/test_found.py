@@ -395,3 +395,21 @@ def test_abs_and_negation_of_int64_min(backend):
     k, k3 = 1 / np.sqrt(0.8), 1 / np.sqrt(0.6)           # the root mean square of 4 and of 3 terms of 746
     np.testing.assert_allclose(normed, [[0, -k, -k, -k, -k], [-k3, -k3, 0, 0, -k3]], rtol=1e-5)
     assert positive.tolist() == [False, False, False, False, False, False, True, False, True, False]
+
+
+@xb.tensor_op
+def empty_products(x: Tensor, w: Tensor, y: Tensor, z: Tensor, p: Tensor, q: Tensor):
+    return x @ w, y @ z, p @ q
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmuls_with_no_rows_or_columns(backend):
+    """ascend: the host tiling of a Cube matmul with M = 0 divided by a single-core M of 0 (SIGFPE, the process
+    died), and the Cube takes no tiling with an empty M or N: such a kernel now computes nothing."""
+    x, w = np.zeros((0, 1), np.float16), np.arange(8, dtype=np.float16).reshape(1, 8)
+    y, z = np.ones((3, 1), np.float32), np.zeros((1, 0), np.float32)
+    p, q = np.zeros((0, 2, 3), np.float32), np.zeros((0, 3, 4), np.float32)
+    rows, cols, batch = run(empty_products, x, w, y, z, p, q, backend=backend)
+    assert rows.shape == (0, 8) and rows.dtype == np.float16
+    assert cols.shape == (3, 0) and batch.shape == (0, 2, 4)
+

@@ -280,7 +280,7 @@ class MatmulKernel(VectorKernelGen):
             host(f"if (coreNum > {self.pw.cube_cores}) coreNum = {self.pw.cube_cores};  // Matmul: one cube core each")
             host("// split C into blocks (multiples of 16) until every core has a unit")
             host("uint32_t mB = 1, nB = 1;")
-            host("const uint32_t perBatch = batch >= int32_t(coreNum) ? 1 : coreNum / batch;")
+            host("const uint32_t perBatch = batch >= int32_t(coreNum) || batch == 0 ? 1 : coreNum / batch;")
             with host.block("while (mB * nB * 2 <= perBatch)"):
                 host("const uint32_t m = (M + mB - 1) / mB, n = (N + nB - 1) / nB;")
                 host("if (m >= n && m >= 32) mB *= 2;")
@@ -290,6 +290,8 @@ class MatmulKernel(VectorKernelGen):
             host("int32_t singleM = ((M + mB - 1) / mB + 15) / 16 * 16, singleN = ((N + nB - 1) / nB + 15) / 16 * 16;")
             host("if (singleM > M) singleM = M;")
             host("if (singleN > N) singleN = N;")
+            host("if (singleM < 1) singleM = 1;  // an empty M or N: no blocks (and no division by 0)")
+            host("if (singleN < 1) singleN = 1;")
             host("t->mBlocks = (M + singleM - 1) / singleM;")
             host("t->nBlocks = (N + singleN - 1) / singleN;")
             host("t->batch = batch;")
@@ -342,4 +344,6 @@ class MatmulKernel(VectorKernelGen):
         src("KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);")
         src("SetSysWorkspace(workspace);")
         src("if (GetSysWorkSpacePtr() == nullptr) return;")
+        if self.B * self.M * self.N == 0:
+            src("return;  // an empty C: nothing to compute (the Cube's tiling takes no empty M or N)")
 
