@@ -413,3 +413,22 @@ def test_matmuls_with_no_rows_or_columns(backend):
     assert rows.shape == (0, 8) and rows.dtype == np.float16
     assert cols.shape == (3, 0) and batch.shape == (0, 2, 4)
 
+
+
+@xb.tensor_op
+def masks_as_integers(a: Tensor, b: Tensor, c: Tensor, d: Tensor):
+    return (a != b).astype(xb.int32), (a < b).astype(xb.uint8), xb.cast(xb.take(c != d, d, axis=0), "int32")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_comparison_cast_to_an_integer(backend):
+    """ascend: a float comparison cast to an integer type became a vector Select of 1 and 0 in that type, which
+    the vector unit has for half and float only (g++ failed on the twin's static assertion)."""
+    a = np.array([1.0, 2.0, 3.0, -1.0], np.float32)
+    b = np.array([1.0, 0.0, 5.0, 2.0], np.float32)
+    c = np.array([[-2]], np.int32)
+    d = np.array([[17]], np.int64)
+    ne, lt, taken = run(masks_as_integers, a, b, c, d, backend=backend)
+    assert ne.dtype == np.int32 and ne.tolist() == [0, 1, 1, 1]
+    assert lt.dtype == np.uint8 and lt.tolist() == [0, 0, 1, 1]
+    assert taken.tolist() == [[[1]]]

@@ -256,8 +256,8 @@ class VecEmitter:
             return "G"
         if isinstance(e, Cast):
             m = self.mode(e.x, guarded)
-            if e.x.dtype == "bool":
-                return "V" if self._cond_form(e.x, guarded) is not None else "G"
+            if e.x.dtype == "bool":        # a Select of 1 and 0, which the vector unit has for half and float only
+                return "V" if e.dtype in VEC_TYPES and self._cond_form(e.x, guarded) is not None else "G"
             if m == "G" or not _cast_ok(e.x.dtype, e.dtype):
                 return "G"
             return "V"
