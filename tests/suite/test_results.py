@@ -98,3 +98,14 @@ def test_the_chart_shows_every_platform_against_the_reference():
     assert data["speedups"]["xbench"] == [1.5]
     page = html(res)
     assert page.startswith("<!doctype html>") and "<svg" in page and "missed" in page
+
+
+def test_recording_the_machine_leaves_the_cuda_simulator_available():
+    # asking whether there is a GPU must not import numba.cuda in GPU mode on a machine without one
+    import subprocess
+    import sys
+    code = ("from xbench.suite.results import machine; m = machine(); import numpy as np, xbench as xb; "
+            "x = np.arange(6, dtype=np.float32); print(m['gpu'], float(xb.ops.add(x, x, backend='cuda').sum()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["None", "30.0"]

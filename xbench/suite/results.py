@@ -49,15 +49,13 @@ def machine() -> dict:
 
 
 def _gpu() -> str | None:
+    # through xbench's device module: a plain `import numba.cuda` here chose GPU mode on a machine without one, and
+    # every later cuda gate was refused ("no CUDA GPU is visible here and the simulator is off")
+    from ..backends.cuda.device import device_name
     try:
-        from numba import cuda
-        if cuda.is_available() and not getattr(cuda, "simulator", None) and \
-                os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
-            return cuda.get_current_device().name.decode() if isinstance(cuda.get_current_device().name, bytes) \
-                else str(cuda.get_current_device().name)
+        return device_name()
     except Exception:
         return None
-    return None
 
 
 @dataclass
