@@ -44,7 +44,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--precisions", type=_list, help=f"default {','.join(PRECISIONS)}")
     p.add_argument("--repeats", type=int, help="alternating repeats per run (default 10; quick: 3)")
     p.add_argument("--gate", type=_list, help="gate backends (default cpu,cuda,ascend; quick: cpu); 'none' skips")
-    p.add_argument("--gate-steps", type=int, help="loss-curve steps of the gate on every backend (default 10)")
+    p.add_argument("--gate-steps", type=int, help="loss-curve steps of the gate on every backend (default 10 on cpu "
+                   "and a GPU, 2 on the CUDA simulator and the Ascend twin)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak activation memory measurement")
     p.add_argument("--no-varlen", action="store_true", help="skip the variable-length BERT stream")
     p.add_argument("--requests", type=int, help="requests in the variable-length stream (default 200; quick: 20)")
