@@ -3,6 +3,7 @@ workload compiled to, the gate), the JSON and HTML files, and refusals of bad op
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -92,3 +93,21 @@ def test_lowering_without_compiling_gives_the_programs_the_bridge_compiles():
     a = predict_programs([x.program for x in lowered], "ascend-910b")
     b = predict_programs([c.program for c in compiled], "ascend-910b")
     assert a.seconds == pytest.approx(b.seconds) and a.kernels == b.kernels
+
+
+def test_a_stopped_run_keeps_the_workloads_it_finished(monkeypatch, tmp_path):
+    from xbench.suite import runner
+
+    def measure(res, run, name, o, bar):
+        if name == "deepfm":
+            raise KeyboardInterrupt
+        res.add(run, workload=name, mode="train", size=o.size, precision="float32", platform="cpu",
+                engine="xbench", source="measured", metric="step_ms", value=1.5, unit="ms")
+
+    monkeypatch.setattr(runner, "_measure", measure)
+    path = tmp_path / "partial.json"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_suite(replace(runner.quick(only=("two_tower", "deepfm")), gate_backends=()), progress=False,
+                         save_to=str(path))
+    kept = Results.load(path)
+    assert [(r["workload"], r["value"]) for r in kept.rows] == [("two_tower", 1.5)]

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"xbench suite: {exc}", file=sys.stderr)
             return 2
         command = "python -m xbench suite " + " ".join(shlex.quote(a) for a in (argv or []))
-        res = run_suite(options, command=command.strip(), progress=not args.no_progress)
+        res = run_suite(options, command=command.strip(), progress=not args.no_progress, save_to=args.json)
     print(table(res))
     if args.json:
         res.save(args.json)

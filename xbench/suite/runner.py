@@ -128,13 +128,21 @@ def _cold_caches(enabled: bool):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True) -> Results:
+def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True,
+              save_to: str | None = None) -> Results:
+    """Run the suite; with `save_to`, the results so far are written there after every stage, so a run that is
+    stopped keeps what it measured."""
     names = options.workloads()
     res, run = Results.new_run(command, {k: v for k, v in asdict(options).items()})
     pub = [n for n in names if WORKLOADS[n].published] if options.published else []
     stages = len(names) * (1 + len(options.gate_backends)) + int(options.memory) + int(options.varlen) + len(pub)
     bar = Progress(stages, progress)
     t0 = time.perf_counter()
+
+    def keep() -> None:
+        res.runs[run]["seconds"] = round(time.perf_counter() - t0, 1)
+        if save_to:
+            res.save(save_to)
     import torch._dynamo
     with _cold_caches(options.cold), torch._dynamo.config.patch(cache_size_limit=64):
         for name in names:
@@ -145,20 +153,23 @@ def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True
                 bar.note(f"{name}: gate on {backend}")
                 _gate(res, run, name, backend, options)
                 bar.note(f"{name}: gate on {backend} done", advance=True)
+            keep()
         for name in pub:
             bar.note(f"{name}: lowering its published size")
             _published(res, run, name, options, bar)
             bar.note(f"{name}: published size predicted", advance=True)
+            keep()
         if options.memory:
             bar.note("peak activation memory")
             _memory(res, run, names, options)
             bar.note("memory done", advance=True)
+            keep()
         if options.varlen:
             bar.note("variable-length BERT")
             _varlen(res, run, options, bar)
             bar.note("variable-length done", advance=True)
     bar.close()
-    res.runs[run]["seconds"] = round(time.perf_counter() - t0, 1)
+    keep()
     return res
 
 
