@@ -138,3 +138,18 @@ def test_a_kernel_that_is_an_earlier_one_run_as_tasks_compiles_on_cpu():
     w64 = w.astype(np.float64)
     expect = _softmax((_softmax(a @ w64) @ w64) @ w64) @ w64
     np.testing.assert_allclose(art.run(a, w)[0], expect, rtol=1e-4, atol=1e-4 * np.abs(expect).max())
+
+
+@xb.tensor_op
+def batched_einsum(p: xb.Tensor, q: xb.Tensor):
+    return xb.einsum("bij,bjk->bik", p, q)
+
+
+@pytest.mark.parametrize("pb,qb", [(0, 0), (1, 0), (0, 1), (3, 1)])
+def test_einsum_over_an_empty_or_broadcast_batch(pb, qb):
+    # a size-1 batch broadcasts to the other operand's, an empty one included (numpy's and torch's rule)
+    p, q = rng.random((pb, 2, 3)).astype(np.float32), rng.random((qb, 3, 4)).astype(np.float32)
+    for backend in ("reference", "cpu"):
+        got = batched_einsum(p, q, backend=backend)
+        assert got.shape == np.einsum("bij,bjk->bik", p, q).shape
+        np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", p, q), rtol=1e-5)

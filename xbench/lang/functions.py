@@ -695,7 +695,8 @@ def einsum(subscripts: str, *operands) -> Tensor:
         for c, n in zip(t, x.shape):
             if c in sizes and sizes[c] != n and 1 not in (n, sizes[c]):
                 raise _err(ShapeError, f"einsum: index {c!r} is {sizes[c]} in one operand and {n} in another")
-            sizes[c] = builtins.max(sizes.get(c, 1), n)
+            if sizes.get(c, 1) == 1:            # a size-1 index broadcasts to the other's size, 0 included
+                sizes[c] = n
 
     def reduce_private(t: str, x: Tensor, keep: str) -> tuple[str, Tensor]:
         if len(set(t)) != len(t):
