@@ -33,4 +33,4 @@ def test_demo_tells_the_story_consistently():
     tail = text.split("== 6.")[1]
     assert "more lines" not in tail
     assert re.search(r"h100: float32 vector peak 66.9 TFLOP/s, hbm 3.35 TB/s, ridge 20 FLOP/B\n +predicted", tail)
-    assert "ascend-910b: float32 vector peak" in tail and "the figure: " in tail
+    assert "ascend-910b: float32 tensor peak" in tail and "the figure: " in tail

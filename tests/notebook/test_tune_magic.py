@@ -167,7 +167,7 @@ def softmax(x: Tensor[N, D]) -> Tensor[N, D]:
 
 def test_predicted_tuning_rejects_wrong_numbers_and_labels_everything_predicted(ip, magics, chip, monkeypatch):
     shown: list[Any] = []
-    monkeypatch.setattr(tuner, "_in_notebook", lambda: True)   # the widget progress bar
+    monkeypatch.setattr(tuner, "in_notebook", lambda: True)   # the widget progress bar
     monkeypatch.setattr("IPython.display.display", shown.append)
     ran = run_cell(ip, """\
 %%tensorop --backends chip --sizes N=4,D=8 --tune --budget 6 --strategy exhaustive
