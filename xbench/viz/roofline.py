@@ -320,13 +320,19 @@ def _overview(fig, data: RooflineData, title: str) -> None:
         d.label(ax, ", ".join(names), (hi, peak), (-4, 3), ha="right", va="bottom", color=color, size=8,
                 gid=f"label:roof:{'+'.join(names)}")
     _op_lines(ax, d, panels, bottom)
+    _finish(fig, ax, d, (lo, hi, bottom, top), title, handles, ncols=2)
+
+
+def _finish(fig, ax, d, span: tuple, title: str, handles: list, ncols: int) -> None:
+    """Axes limits and labels, the title, the legend under the chart; then the labels are placed."""
+    lo, hi, bottom, top = span
     ax.set_xlim(lo, hi)
     ax.set_ylim(bottom, top)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)", fontsize=9)
     ax.set_ylabel("performance (FLOP/s)", fontsize=9)
     ax.set_title(title, fontsize=10, loc="left")
     fig.legend(handles=handles, loc="outside lower center", fontsize=7.5, frameon=False, labelcolor=INK,
-               handlelength=1.6, ncols=2, columnspacing=1.5)
+               handlelength=1.6, ncols=ncols, columnspacing=1.5)
     d.finish()
 
 
@@ -374,14 +380,7 @@ def _detail(fig, p: Panel, title: str) -> None:
                 Line2D([], [], ls="none", marker=MEASURED_MARKER, color=PALETTE[0], label="measured here"),
                 Line2D([], [], ls="none", marker=PREDICTED_MARKER, color=PALETTE[1], markerfacecolor="none",
                        label="predicted")]
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(bottom, top)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)", fontsize=9)
-    ax.set_ylabel("performance (FLOP/s)", fontsize=9)
-    ax.set_title(title, fontsize=10, loc="left")
-    fig.legend(handles=handles, loc="outside lower center", fontsize=7.5, frameon=False, labelcolor=INK,
-               handlelength=1.6, ncols=3, columnspacing=1.5)
-    d.finish()
+    _finish(fig, ax, d, (lo, hi, bottom, top), title, handles, ncols=3)
 
 
 def _normalized(fig, data: RooflineData, title: str) -> None:
