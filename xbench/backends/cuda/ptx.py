@@ -186,6 +186,11 @@ def generate(items: list[dict], module_path: str, module_name: str, error) -> di
     return result
 
 
+# The least time the PTX helper gets to answer (generating PTX for a module's kernels takes 1-3 s, longer when
+# other work holds the cores)
+HELPER_MIN_S = 60.0
+
+
 class _Helper:
     """The PTX helper process, started once and reused; restarted when the CUDA environment changes."""
 
@@ -222,7 +227,8 @@ class _Helper:
             if self.proc is None:
                 self._start()
             from ... import toolchain
-            limit = toolchain.timeout_s()
+            # numba-cuda's own compile, not an external tool: a short tool limit does not cut it under load
+            limit = max(toolchain.timeout_s(), HELPER_MIN_S)
             try:
                 self.proc.stdin.write(json.dumps(req) + "\n")
                 self.proc.stdin.flush()
