@@ -53,13 +53,7 @@ def test_reference_matches_pytorch(name):
 TINY = SHAPES["tiny"]
 
 
-# Defects found by an operator and named where they live: each such test must keep failing until its fix
-# (strict), and then its entry has to go.
-KNOWN_CPU: dict[str, str] = {}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_CPU[n]))
-                                  if n in KNOWN_CPU else n for n in OPS])
+@pytest.mark.parametrize("name", OPS)
 def test_cpu_matches_reference(name):
     cell = check(name, "cpu", xb.ops.info(name).dtypes[0], TINY, limit=1)
     assert cell.status == "pass", f"{name}: {cell.reason} {cell.sample}"

@@ -15,6 +15,7 @@ import torch.fx as fx
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
+from ..config import log
 from ..errors import XbenchError
 from ..lang.trace import Trace
 from . import aten
@@ -65,9 +66,15 @@ def _lower(node: fx.Node, env: dict):
     """(value, None) when the node lowers to values of ATen's shapes and dtypes, else (None, why)."""
     try:
         got = lower_node(node, env)
-    except (XbenchError, TypeError, ValueError, IndexError, KeyError, AttributeError, NotImplementedError,
-            ZeroDivisionError) as exc:
+    except XbenchError as exc:                   # the library or the language refuses it, and says why
         return None, str(exc).splitlines()[0].removeprefix("xbench: ")
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, NotImplementedError,
+            ZeroDivisionError) as exc:
+        # a rule that does not fit this call: the op stays on torch (never a wrong answer), and the reason names
+        # the failure as xbench's, with the traceback in the debug log, so explain() shows it as a bug to report
+        log.debug("lowering %s failed", node.format_node(), exc_info=True)
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return None, f"xbench's rule for it failed ({type(exc).__name__}: {first}); please report it"
     return got, same_types(got, node.meta["val"]) if "val" in node.meta else None
 
 

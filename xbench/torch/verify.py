@@ -87,6 +87,9 @@ def _run_torch(node: fx.Node, values: dict, gm: fx.GraphModule):
         out = node.target(*fx.node.map_aggregate(args, _upcast),
                           **{k: fx.node.map_aggregate(v, _upcast) for k, v in kwargs.items()})
     except (RuntimeError, TypeError, NotImplementedError):
+        # torch has no float64 kernel for this op, or it insists on its original dtypes (an output's dtype,
+        # a float32 logsumexp beside float64 values): the reference is torch in the op's own dtypes, which the
+        # tolerance table is written for
         out = node.target(*args, **kwargs)
     return out
 
