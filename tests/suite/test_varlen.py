@@ -28,3 +28,9 @@ def test_a_short_stream_compiles_once_per_bucket():
     for k in r.p50_ms:
         assert 0 < r.p50_ms[k] <= r.p99_ms[k]
     assert r.max_logit_diff["xbench bucketed"] < 1e-5 and r.max_logit_diff["eager padded"] < 1e-5
+
+
+def test_a_second_stream_in_the_same_process_still_counts_its_compilations():
+    first = varlen.run("tiny", requests=3, seed=2)
+    again = varlen.run("tiny", requests=3, seed=2)     # Dynamo would reuse the first run's graphs unless reset
+    assert again.compiles == first.compiles == len(first.buckets) > 0

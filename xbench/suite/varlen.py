@@ -81,10 +81,12 @@ class VarlenResult:
 
 def run(size: str = "tiny", requests: int = 40, seed: int = 0, buckets=BUCKETS, target: str = "cpu",
         progress=None) -> VarlenResult:
+    import torch._dynamo
     import transformers
 
     from ..torch import recording
     from .workloads import bert_config
+    torch._dynamo.reset()     # as in engines.runs: a graph cached for another BERT would leave the counts at zero
     torch.manual_seed(seed)
     model = transformers.BertForSequenceClassification(bert_config(size, LONGEST)).eval()
     lens = lengths(requests, seed)
