@@ -2,6 +2,8 @@
 shapes, dtype, error and the model's line), and a right model has nothing to report."""
 from __future__ import annotations
 
+import importlib
+
 import torch
 
 import xbench as xb
@@ -43,3 +45,33 @@ def test_bisect_of_a_right_model_finds_nothing():
     r = xb.torch.bisect(model, batch, target="cpu")
     assert not r.found and [g.split("_", 1)[1] for g in r.graphs] == ["forward", "backward"]
     assert "no op departs" in str(r)
+
+
+def _batch_norm_graph():
+    bisect_mod = importlib.import_module("xbench.torch.bisect")
+    # the second batch norm's input is centred: its mean is rounding, its inputs are of size ~1
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Conv2d(3, 4, 1, bias=False),
+                                torch.nn.BatchNorm2d(4)).train()
+    (fwd,) = bisect_mod.capture(model, (torch.randn(2, 3, 5, 5),), {}, backward=False)
+    return bisect_mod, fwd
+
+
+def test_the_references_keep_the_inputs_a_graph_writes_in_place():
+    bisect_mod, fwd = _batch_norm_graph()
+    assert any(n.target is torch.ops.aten.copy_.default for n in fwd.gm.graph.nodes)    # the running statistics
+    b = bisect_mod._Bisector(fwd, "cpu", {})
+    placeholders = [n for n in fwd.gm.graph.nodes if n.op == "placeholder"]
+    for n, a in zip(placeholders, fwd.args):
+        assert torch.equal(b.eager[n], a) and torch.equal(b.exact[n], a.double())
+
+
+def test_a_mean_of_centred_data_is_judged_at_its_inputs_scale():
+    bisect_mod, fwd = _batch_norm_graph()
+    b = bisect_mod._Bisector(fwd, "cpu", {})
+    bn = [n for n in fwd.gm.graph.nodes if "batch_norm" in str(n.target)][1]
+    mean = next(u for u in bn.users if u.args[1] == 1)
+    exact = b.exact[mean]
+    assert exact.abs().max() < 1e-6
+    assert not b.judge(mean, (exact + 1e-7).float())[0]     # inputs of size ~1: 1e-7 is rounding, 80x eager's here
+    assert b.judge(mean, (exact + 1e-2).float())[0]                       # a wrong mean still departs

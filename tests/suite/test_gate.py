@@ -31,3 +31,24 @@ def test_the_gate_fails_what_is_off():
     bad = compare_curves([1.0, 0.52], [1.0, 0.5], [1.0, 0.5])
     assert not bad.ok and "step 1" in bad.worst
     assert not compare_curves([1.0, float("nan")], [1.0, 0.5], [1.0, 0.5]).ok
+
+
+def test_without_steps_the_gate_judges_one_inference():
+    r = gate(WORKLOADS["mobilenet_v2"], "cpu", "tiny", 0)
+    assert not r.error, r.error
+    assert [c.what for c in r.checks] == ["inference outputs"] and r.ok, str(r)
+    assert 0 <= r.checks[0].xbench <= r.checks[0].allowed
+
+
+def test_simulated_backends_gate_an_inference_workload_on_its_inference(monkeypatch):
+    from xbench.suite import runner
+    from xbench.suite.results import Results
+    asked = []
+    monkeypatch.setattr(runner, "gate", lambda w, backend, size, steps: asked.append((w.name, backend, steps)) or
+                        type("G", (), {"ok": True, "to_dict": lambda self: {}})())
+    o = runner.SuiteOptions(gate_steps={"cpu": STEPS, "ascend": 2})
+    for name in ("mobilenet_v2", "resnet"):
+        for backend in ("cpu", "ascend"):
+            runner._gate(Results(), "r", name, backend, o)
+    assert asked == [("mobilenet_v2", "cpu", STEPS), ("mobilenet_v2", "ascend", 0),
+                     ("resnet", "cpu", STEPS), ("resnet", "ascend", 2)]

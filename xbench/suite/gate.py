@@ -6,7 +6,8 @@ the gate asks, for the first forward's outputs and for every step of a short tra
 one batch): is xbench's distance from a float64 run of the same model at most FACTOR times eager float32's
 distance, or within the tolerance table for one float32 op at the result's scale (whichever is larger)? A
 workload passes on a backend when both its outputs and its curve do; the suite marks each backend on its own.
-The decode workload also compares its greedy tokens and their logits with eager's.
+The decode workload also compares its greedy tokens and their logits with eager's. With no steps (an
+inference workload on a simulated backend) the outputs of one eval-mode inference are compared instead.
 """
 from __future__ import annotations
 
@@ -112,6 +113,13 @@ def train_curve(model, batch: dict, steps: int) -> tuple[list[float], torch.Tens
     return losses, first
 
 
+def infer(model, batch: dict) -> torch.Tensor:
+    """The logits of one inference (eval mode, no gradients)."""
+    model.eval()
+    with torch.no_grad():
+        return model(**batch).logits
+
+
 def _decode(model, config, prompt: torch.Tensor, n: int):
     import transformers
     cache = transformers.StaticCache(config=config, max_cache_len=prompt.shape[1] + n)
@@ -131,18 +139,27 @@ def gate(w: Workload, backend: str = "cpu", size: str = "tiny", steps: int = STE
     """Run `w` on `backend` and on torch eager (float32 and float64) and compare (see the module's docstring)."""
     result = GateResult(w.name, backend, size, steps)
     t0 = time.perf_counter()
+    import torch._dynamo
+
     opts = {"target": backend, **(options or {})}
+    torch._dynamo.reset()     # as in engines.runs: a graph compiled at another size would make this one's shapes dynamic
     try:
         with dynamo_settings(w):
             model, batch = build(w.name, size, seed)
             eager = copy.deepcopy(model)
             exact, batch64 = double(model, batch)
             compiled = torch.compile(model, backend="xbench", options=opts)
-            got, logits = train_curve(compiled, batch, steps)
-            want, eager_logits = train_curve(eager, batch, steps)
-            exact_losses, exact_logits = train_curve(exact, batch64, steps)
-            result.checks.append(compare_outputs(logits, eager_logits, exact_logits, "outputs"))
-            result.checks.append(compare_curves(got, want, exact_losses, f"{steps}-step loss curve"))
+            if steps:
+                got, logits = train_curve(compiled, batch, steps)
+                want, eager_logits = train_curve(eager, batch, steps)
+                exact_losses, exact_logits = train_curve(exact, batch64, steps)
+            else:
+                logits, eager_logits, exact_logits = (infer(m, b) for m, b in ((compiled, batch), (eager, batch),
+                                                                               (exact, batch64)))
+            result.checks.append(compare_outputs(logits, eager_logits, exact_logits,
+                                                 "outputs" if steps else "inference outputs"))
+            if steps:
+                result.checks.append(compare_curves(got, want, exact_losses, f"{steps}-step loss curve"))
             if w.mode == "decode":
                 result.checks += _decode_checks(w, size, seed, opts)
     except Exception as exc:   # a backend that cannot run the workload fails the gate, with the reason
