@@ -109,6 +109,11 @@ class BackendError(XbenchError, RuntimeError):
     """A backend cannot compile or run (missing tool, unsupported schedule, device limit)."""
 
 
+class SimulatorLimitError(BackendError):
+    """A simulated run refused before it started, as estimated past the simulator's time limit: nothing ran, so
+    nothing was judged right or wrong."""
+
+
 class VerificationError(XbenchError, AssertionError):
     """A backend's result differs from the reference beyond tolerance."""
 

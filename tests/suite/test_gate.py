@@ -52,3 +52,19 @@ def test_simulated_backends_gate_an_inference_workload_on_its_inference(monkeypa
             runner._gate(Results(), "r", name, backend, o)
     assert asked == [("mobilenet_v2", "cpu", STEPS), ("mobilenet_v2", "ascend", 0),
                      ("resnet", "cpu", STEPS), ("resnet", "ascend", 2)]
+
+
+def test_a_run_the_simulator_refuses_is_not_run_and_not_bisected(monkeypatch):
+    from xbench.backends.cuda.device import mode
+    from xbench.suite import runner
+    from xbench.suite.report import gate_rows
+    from xbench.suite.results import Results
+    if mode() == "gpu":
+        pytest.skip("with a CUDA GPU nothing runs in the simulator")
+    monkeypatch.setenv("XBENCH_CUDASIM_MAX_S", "1e-9")
+    monkeypatch.setattr(runner, "_bisect", lambda *a: pytest.fail("a refused run was bisected"))
+    res = Results()
+    runner._gate(res, "r", "two_tower", "cuda", runner.SuiteOptions(gate_steps={"cuda": 2}))
+    (g,) = res.gate
+    assert not g["ok"] and not g["error"] and "simulator (Python threads) would take about" in g["not_run"]
+    assert gate_rows(res)[1][0][1:] == ["not run: simulator limit"]

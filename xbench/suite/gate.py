@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from ..errors import SimulatorLimitError
 from ..verify import tolerance
 from .workloads import Workload, build, dynamo_settings
 
@@ -53,6 +54,7 @@ class GateResult:
     checks: list[Check] = field(default_factory=list)
     seconds: float = 0.0
     error: str = ""                      # the run failed: what it raised
+    not_run: str = ""                    # a simulator refused the run as too long: why (nothing was judged)
     bisect: dict | None = None           # where a failure was bisected to
 
     @property
@@ -65,6 +67,8 @@ class GateResult:
         return d
 
     def __str__(self) -> str:
+        if self.not_run:
+            return f"{self.workload} on {self.backend}: not run ({self.not_run})"
         head = f"{self.workload} on {self.backend}: {'pass' if self.ok else 'FAIL'}"
         if self.error:
             return f"{head} ({self.error})"
@@ -162,6 +166,8 @@ def gate(w: Workload, backend: str = "cpu", size: str = "tiny", steps: int = STE
                 result.checks.append(compare_curves(got, want, exact_losses, f"{steps}-step loss curve"))
             if w.mode == "decode":
                 result.checks += _decode_checks(w, size, seed, opts)
+    except SimulatorLimitError as exc:
+        result.not_run = str(exc).splitlines()[0]
     except Exception as exc:   # a backend that cannot run the workload fails the gate, with the reason
         result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     result.seconds = time.perf_counter() - t0

@@ -164,8 +164,10 @@ def gate_rows(res: Results) -> tuple[list[str], list[list[str]]]:
             g = latest.get((name, b))
             if g is None:
                 cells.append("—")
+            elif g.get("not_run"):
+                cells.append("not run: simulator limit")
             elif g["ok"]:
-                cells.append(f"pass ({g['steps']} steps)")
+                cells.append(f"pass ({g['steps']} steps)" if g["steps"] else "pass (inference)")
             else:
                 op = (g.get("bisect") or {}).get("departure", {}).get("op", "")
                 cells.append("FAIL" + (f": {op}" if op else "") + (f" ({g['error'][:40]})" if g.get("error") else ""))

@@ -6,7 +6,7 @@ Schema `xbench-suite/1` (docs/suite.md describes every field):
      "runs":   {run_id: {"machine": {...}, "started": iso time, "command": str, "options": {...}, "seconds": s}},
      "rows":   [{"run", "workload", "domain", "mode", "size", "precision", "platform", "engine", "source",
                  "metric", "value", "unit", ...optional "q1", "q3", "samples", "noisy", "detail"}],
-     "gate":   [{"run", "workload", "backend", "size", "steps", "ok", "checks": [...], "error", "bisect"}],
+     "gate":   [{"run", "workload", "backend", "size", "steps", "ok", "checks": [...], "error", "not_run", "bisect"}],
      "varlen": [{"run", "size", "requests", "p50_ms": {...}, "p99_ms": {...}, "compiles", ...}],
      "errors": [{"run", "workload", "stage", "engine", "error"}]}
 

@@ -338,7 +338,7 @@ def _gate(res: Results, run: str, name: str, backend: str, o: SuiteOptions) -> N
     w = WORKLOADS[name]
     steps = 0 if w.mode == "infer" and backend in simulated_backends() else o.gate_steps.get(backend, STEPS)
     g = gate(w, backend, o.gate_size, steps)
-    if not g.ok and o.bisect:                  # a wrong value or a backend failure: find the op
+    if not g.ok and not g.not_run and o.bisect:        # a wrong value or a backend failure: find the op
         g.bisect = _bisect(name, backend, o.gate_size)
     res.gate.append({"run": run, **g.to_dict()})
 

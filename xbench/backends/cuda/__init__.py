@@ -20,7 +20,7 @@ import numpy as np
 
 from ...cache import digest, import_source, write_once
 from ...config import cache_dir, log, tool_versions
-from ...errors import BackendError
+from ...errors import BackendError, SimulatorLimitError
 from ...hw.occupancy import OccupancyError, device_limits, occupancy
 from ...ir.kernel import Kernel, Program
 from ...ir.schedule import Knob, Schedule, validate
@@ -155,7 +155,7 @@ def _sim_guard(art: CudaArtifact) -> None:
     limit = sim_limit()
     shapes = ", ".join(f"{n}: {art.program.buffers[n].type_str()}" for n in art.program.inputs)
     if est > limit:
-        raise BackendError(
+        raise SimulatorLimitError(
             f"{art.program.name} on cuda: no CUDA GPU here, and numba's CUDA simulator (Python threads) would "
             f"take about {_human(est)} for {shapes} (the limit is {_human(limit)})",
             hint="run it on smaller inputs (the simulator checks correctness, not speed), on a machine with a "
