@@ -61,3 +61,12 @@ def test_cpu_results_reuse_the_blocks_of_dropped_results_and_stay_correct():
     assert again.ctypes.data == where
     np.testing.assert_allclose(again, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(kept, xb.ops.gelu.run(x + 1, backend="reference"), rtol=1e-5, atol=1e-6)
+
+
+def test_release_gives_the_free_blocks_back():
+    from xbench.backends.cpu import runtime
+    a = runtime.empty((1 << 20,), np.float32)                 # 4 MiB: from the pool
+    del a
+    assert runtime.POOL.free_bytes >= 4 << 20
+    runtime.release()
+    assert runtime.POOL.free_bytes == 0 and not runtime.POOL.free

@@ -134,3 +134,14 @@ def _lease_type(nbytes: int) -> type:
 
 POOL = HostPool()
 empty = POOL.empty
+
+
+def release() -> None:
+    """Give freed host memory back to the system: the pool's free blocks, then (glibc) the free pages of the
+    heap, which glibc keeps otherwise. A long run of many models grows by both (the benchmark suite reached 20 GB
+    of resident memory by its twelfth workload, holding under 1 GB)."""
+    import gc
+    POOL.clear()
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):       # not glibc: nothing more to give back
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
