@@ -85,6 +85,41 @@ def test_an_op_xbench_lacks_runs_on_torch_and_explain_says_why():
     assert "on torch: aten.special_bessel_j0" in str(e)
 
 
+def test_a_rule_that_breaks_leaves_the_op_on_torch_and_says_it_is_xbenchs_bug(monkeypatch):
+    def broken(x, approximate="none"):
+        return {}["no such key"]                     # a rule with a Python bug in it
+
+    monkeypatch.setitem(aten.RULES, "gelu", broken)
+    torch._dynamo.reset()
+    m = MLP().eval()
+    x = torch.randn(4, 12)
+    with torch.no_grad():
+        close(torch.compile(m, backend="xbench")(x), m(x))          # still right: gelu ran on torch
+        e = xt.explain(m, x)
+    (fallback,) = e.fallbacks
+    assert fallback.op == "aten.gelu.default"
+    assert fallback.reason == "xbench's rule for it failed (KeyError: 'no such key'); please report it"
+
+
+def test_the_float64_reference_of_an_op_torch_refuses_in_float64_is_torch_in_its_own_dtypes(caplog):
+    from xbench.torch.verify import _run_torch
+
+    def f(x, w, scales):
+        return torch.ops.aten._weight_int8pack_mm(x, w, scales)         # int8 weights: float32/16 activations only
+
+    gm = torch.fx.symbolic_trace(f)
+    x, w, s = torch.randn(4, 8), torch.randint(-8, 8, (6, 8), dtype=torch.int8), torch.rand(6)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    (node,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+    with pytest.raises(RuntimeError, match="float tensor"):
+        node.target(x.double(), w, s.double())                           # what the upcast would ask of torch
+    caplog.set_level(logging.DEBUG, logger="xbench")
+    got = _run_torch(node, dict(zip(placeholders, (x, w, s))), gm)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, x @ (w.float() * s[:, None]).T, rtol=1e-5, atol=1e-5)
+    assert any("no float64 run on torch" in r.message for r in caplog.records)
+
+
 def test_fallback_ops_keeps_an_op_on_torch():
     m = MLP().eval()
     x = torch.randn(4, 12)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
+from ..config import log
 from ..errors import VerificationError
 from ..lang.trace import Trace
 from ..verify import compare, op_class, reduction_length
@@ -90,6 +91,7 @@ def _run_torch(node: fx.Node, values: dict, gm: fx.GraphModule):
         # torch has no float64 kernel for this op, or it insists on its original dtypes (an output's dtype,
         # a float32 logsumexp beside float64 values): the reference is torch in the op's own dtypes, which the
         # tolerance table is written for
+        log.debug("%s: no float64 run on torch; its reference is torch in the op's own dtypes", node.format_node())
         out = node.target(*args, **kwargs)
     return out
 
