@@ -60,6 +60,21 @@ def test_linear_with_gelu_epilogue(approximate):
     check(linear_gelu, x, w, b, expect=gelu(x.astype(np.float64) @ w.T + b), atol=1e-4)
 
 
+def test_a_sum_of_products_stays_one_gemm_per_term():
+    @xb.tensor_op
+    def two_steps(a: xb.Tensor["M", "K"], b: xb.Tensor["K", "N"], c: xb.Tensor["M", "J"], d: xb.Tensor["J", "N"]):
+        return ops.mm(a, b) + ops.mm(c, d) + ops.mm(a, b) * 2
+
+    a, b, c, d = f32(13, 5), f32(5, 11), f32(13, 7), f32(7, 11)
+    prog = two_steps.lower(a, b, c, d)
+    assert [k.kind for k in prog.kernels] == ["contract"] * 3        # each product its own GEMM, the sum in epilogues
+    assert all(sum(type(s).__name__ == "Contract" for s in k.stages) == 1 for k in prog.kernels)
+    sched = xb.backends.get("cpu").default_schedule(prog.kernels[-1])
+    assert sched.get("impl") == "blas"
+    a64, b64, c64, d64 = (x.astype(np.float64) for x in (a, b, c, d))
+    check(two_steps, a, b, c, d, expect=3 * a64 @ b64 + c64 @ d64, atol=1e-4)
+
+
 @pytest.mark.parametrize("shape", [(37, 19), (1, 1), (4096,), (3, 5, 7)])
 def test_gelu_both_forms(shape):
     x = f32(*shape) * 3

@@ -39,3 +39,18 @@ def test_the_limit_and_the_warning(monkeypatch):
     monkeypatch.setenv("XBENCH_CUDASIM_MAX_S", "soon")
     with pytest.raises(BackendError, match="not a number of seconds"):
         art.run(x)
+
+
+def test_a_scatter_add_run_as_phases_is_priced_per_element_and_runs():
+    # index_add becomes one kernel with no outer axes (a copy, then the scatter-add), launched as one phase per
+    # stage over that stage's own elements: 64k + 32k points, one element each, not each point a whole stage
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1024, 64)).astype(np.float32)
+    idx = rng.integers(0, 1024, 512).astype(np.int64)
+    src = rng.standard_normal((512, 64)).astype(np.float32)
+    art = xb.ops.index_add.compile("cuda", x, 0, idx, src)
+    assert [ln.details["points"] for ln in art.launches] == [1024 * 64, 512 * 64]
+    assert art.sim_seconds() == pytest.approx((1024 + 512) * 64 / cuda_backend.SIM_RATES["point"])
+    ref = x.copy()
+    np.add.at(ref, idx, src)
+    np.testing.assert_allclose(art.run(x, idx, src)[0], ref, rtol=1e-5, atol=1e-5)

@@ -9,7 +9,7 @@
    buffer at its own outer point (a fused epilogue, or a per-row statistic such as softmax's max and sum), or at
    its outer point plus its stage axes (a row kept in a row-local scratch buffer). Repeated to a fixed point,
    softmax, log-softmax, layernorm and rmsnorm become one kernel per row; matmul + bias + GELU becomes one
-   contraction with an epilogue.
+   contraction with an epilogue. Two contractions are never merged: each stays a GEMM a backend can hand on.
 """
 from __future__ import annotations
 
@@ -233,6 +233,10 @@ def _try_merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
     if _kind(p) not in ("elementwise", "reduce", "row", "contract"):
         return None
     if _kind(c) not in ("elementwise", "reduce", "row", "contract", "scan"):
+        return None
+    if _kind(p) == "contract" and _kind(c) == "contract":
+        # a sum of products (an RNN's weight gradient over its time steps) stays one GEMM per term, each
+        # adding the last one's result in its epilogue: fused, they are loops no backend can hand to a GEMM
         return None
     if _kind(p) == "contract" and len(c.outer) < len(p.outer):
         c = _unsplit(c) or c          # an epilogue written per row: give it back its point-wise form

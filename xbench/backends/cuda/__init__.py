@@ -26,7 +26,7 @@ from ...ir.kernel import Kernel, Program
 from ...ir.schedule import Knob, Schedule, validate
 from .. import Artifact, KernelInfo
 from . import device
-from .codegen import CODEGEN_VERSION, Launch, ModuleWriter
+from .codegen import CODEGEN_VERSION, Launch, ModuleWriter, scatter_phases
 from .knobs import default_schedule as _default_schedule
 from .knobs import knobs as _knobs
 
@@ -84,7 +84,10 @@ class CudaArtifact(Artifact):
         points/s of a thread-per-point kernel, ~400 k multiply-adds/s of a tiled GEMM, ~4 k row elements per
         stage/s of a kernel whose block's threads share rows through barriers)."""
         total = 0.0
-        stages = {k.name: max([_extent(st) for st in k.stages] + [1]) * max(1, len(k.stages))
+        # a thread-per-point kernel's thread loops over its stages; a kernel run as scatter phases (one launch
+        # per stage, over that stage's own axes) does one element per point
+        stages = {k.name: 1 if scatter_phases(k) is not None else
+                  max([_extent(st) for st in k.stages] + [1]) * max(1, len(k.stages))
                   for k in self.program.kernels}
         for ln in self.launches:
             d = ln.details
