@@ -18,7 +18,7 @@ from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
 from ...ir import contraction
 from ...ir.expr import Call
-from ...ir.kernel import Kernel, Program
+from ...ir.kernel import Kernel, Program, ScatterAdd
 from ...ir.scalar import lookup
 from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
@@ -93,8 +93,11 @@ def parallel_pays(k: Kernel, n_threads: int | None = None, work_us: float | None
     """Whether running the kernel's outer loop on `n_threads` threads (default: numba's) saves PARALLEL_MARGIN
     times its launch: serial * (1 - 1/threads) > PARALLEL_MARGIN * LAUNCH_US, the serial time `work_us`
     (default `serial_us`)."""
-    t = min(n_threads or threads(), k.points())
-    if t <= 1 or not k.outer:
+    # a kernel with no outer loop (scatter-adds) splits its scatter-adds along their disjoint axes
+    span = k.points() if k.outer else max([a.extent for s in k.stages if isinstance(s, ScatterAdd)
+                                           for a in [s.disjoint_axis()] if a is not None] + [1])
+    t = min(n_threads or threads(), span)
+    if t <= 1:
         return False
     work = serial_us(k) if work_us is None else work_us
     return work * (1.0 - 1.0 / t) > PARALLEL_MARGIN * LAUNCH_US

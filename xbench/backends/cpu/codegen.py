@@ -161,6 +161,7 @@ class ModuleWriter:
         self.program = program
         self.schedules = schedules
         self.threads = threads
+        self._split = False           # the kernel being written splits its scatter-adds across threads
         self.helpers: set[str] = set()
         self.task_calls: list[str] = []         # the parts the module's task runs, by kernel index
         self.row_names = {n for k in program.kernels for n in k.row_buffers}
@@ -467,7 +468,9 @@ class ModuleWriter:
 
     def pointwise(self, k: Kernel, sched: Schedule) -> str:
         src = Source()
-        parallel = bool(sched.get("parallel", True)) and bool(k.outer)
+        # a kernel with no outer loop runs in parallel only by splitting its scatter-adds (`split_scatter`)
+        self._split = bool(sched.get("parallel", False)) and not k.outer and self.threads > 1
+        parallel = bool(sched.get("parallel", True)) and bool(k.outer) or self._split
         src(self.decorator(parallel))
         src(f"def {k.name}({', '.join(self.params(k))}):")
         with src.indent():
@@ -478,6 +481,7 @@ class ModuleWriter:
             with _Indent(src, len(k.outer) - collapse + (1 if collapse else 0)):
                 self.point(src, k, bound)
         self._scalars = {}
+        self._split = False
         return src.text()
 
     def read_scalars(self, src: Source, k: Kernel) -> None:
@@ -640,11 +644,26 @@ class ModuleWriter:
         elif isinstance(s, Sort):
             self.sort(src, s)
         elif isinstance(s, ScatterAdd):
-            with _Indent(src, self.loops(src, s.axes)):
+            split = s.disjoint_axis() if self._split else None
+            depth = self.split_scatter(src, s, split) if split is not None else self.loops(src, s.axes)
+            with _Indent(src, depth):
                 vals = self.values(src, [*s.index, s.value], bound, set())
                 src(self.assign(s.buf, vals[:-1], vals[-1], "+="))
         else:
             raise TypeError(type(s).__name__)
+
+    def split_scatter(self, src: Source, s: ScatterAdd, axis: Axis) -> int:
+        """Open the scatter's loops with `axis` (`ScatterAdd.disjoint_axis`) cut into one contiguous range per
+        thread: the parts add into disjoint elements, each in the serial order (the same bits as one thread)."""
+        parts = min(self.threads, axis.extent)
+        src(f"for _part in numba.prange({parts}):")
+        with src.indent():
+            src(f"_s_lo = (_part * {axis.extent}) // {parts}")
+            src(f"_s_hi = ((_part + 1) * {axis.extent}) // {parts}")
+            for j, a in enumerate(s.axes):
+                with _Indent(src, j):
+                    src(f"for {a.name} in range(_s_lo, _s_hi):" if a is axis else f"for {a.name} in range({a.extent}):")
+        return len(s.axes) + 1
 
     def reduce(self, src: Source, s: Reduce, bound: set[str]) -> None:
         dt = s.dtype
