@@ -162,7 +162,7 @@ def test_conv2d_as_shifted_gemms(window, batch_parallel, padding, dilation, kern
         k = prog.kernels[-1]
         knobs = xb.backends.get("cpu").knobs(k)
         assert knobs["window"].choices == ("shift", "pack") + (("winograd",) if winograd else ())
-        assert knobs["window"].default == ("winograd" if winograd else "shift")
+        assert knobs["window"].default == ("winograd" if winograd else "pack" if kernel == (1, 1) else "shift")
         sched = {k.name: {"window": window, "batch_parallel": batch_parallel}}
         art = ops.conv2d.compile("cpu", x, w, b, padding=padding, dilation=dilation, schedule=sched)
         assert ("_xb_tap_gemms(" in art.source) == (window == "shift")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from . import expr as E
 from .expr import Call, Const, Expr, Idx, Load, Local, Select, free_indices
 from .kernel import Assign, Axis, Buffer, Contract, Kernel, Store
 
@@ -25,19 +26,42 @@ def roles(kernel: Kernel) -> tuple[Contract, list[Axis], list[Axis], list[Axis]]
     return c, list(o[:nb]), list(o[nb:nb + nm]), list(o[nb + nm:])
 
 
+def without_units(e: Expr, axes: Sequence[Axis]) -> Expr:
+    """`e` with the variables of `axes` of extent 1 set to 0 and its index arithmetic folded (a 1x1 window's
+    `y + r` is `y`)."""
+    units = {a.name for a in axes if a.extent == 1}
+    if not units:
+        return e
+
+    def fold(n: Expr) -> Expr | None:
+        if isinstance(n, Idx) and n.name in units:
+            return E.ZERO
+        if isinstance(n, Call) and n.dtype == E.INDEX and n.fn in ("add", "mul"):
+            return getattr(E, n.fn)(*n.args)
+        return None
+    return e.map(fold)
+
+
 def operand_view(e: Expr, buffers: Mapping[str, Buffer], rows: Sequence[Axis], cols: Sequence[Axis],
                  batch: Sequence[Axis]) -> tuple[str, bool] | None:
     """(buffer, transposed) when operand `e` is a plain load of a whole buffer that reads, per batch point, as a
-    row-major [rows, cols] matrix (transposed: stored as [cols, rows]); None when it must be packed."""
-    if not isinstance(e, Load) or e.buf not in buffers or not all(isinstance(i, Idx) for i in e.index):
+    row-major [rows, cols] matrix (transposed: stored as [cols, rows]); None when it must be packed. Axes of
+    extent 1, and the dimensions of extent 1 they index, do not count."""
+    e = without_units(e, (*rows, *cols, *batch))
+    rows, cols, batch = ([a for a in axes if a.extent > 1] for axes in (rows, cols, batch))
+    if not isinstance(e, Load) or e.buf not in buffers:
         return None
-    names = [i.name for i in e.index]
+    shape = buffers[e.buf].shape
+    kept = [d for d, i in enumerate(e.index) if not (shape[d] == 1 and isinstance(i, Const) and i.value == 0)]
+    if not all(isinstance(e.index[d], Idx) for d in kept):
+        return None
+    names = [e.index[d].name for d in kept]
     b = [a.name for a in batch if a.name in names]
     r, c = [a.name for a in rows], [a.name for a in cols]
     if len(set(names)) != len(names) or sorted(names) != sorted(b + r + c) or names[:len(b)] != b:
         return None
     extent = {a.name: a.extent for a in (*batch, *rows, *cols)}
-    if tuple(extent[n] for n in names) != tuple(buffers[e.buf].shape):
+    if tuple(extent[n] for n in names) != tuple(shape[d] for d in kept):
         return None
     rest = names[len(b):]
     if rest == r + c:

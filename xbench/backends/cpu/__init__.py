@@ -217,8 +217,10 @@ class CpuBackend:
             batches = int(np.prod([a.extent for a in roles[1]], dtype=np.int64)) if roles[1] else 1
             if len(panel_rows(kernel)) > 1:
                 s["panel"] = 0
-            if s["impl"] == "blas" and contraction.shift_plan(kernel) is not None:
-                s["window"] = "winograd" if contraction.shift_plan(kernel).winograd else "shift"
+            plan = contraction.shift_plan(kernel) if s["impl"] == "blas" else None
+            if plan is not None:       # a 1x1 window has nothing to shift: one GEMM, over views where they exist
+                s["window"] = "winograd" if plan.winograd else "shift" if any(t.extent > 1 for t in plan.taps) \
+                    else "pack"
             if batches > 1:
                 # enough independent GEMMs to give every core whole ones: cheaper than BLAS's own threading
                 s["batch_parallel"] = batches >= 2 * threads()

@@ -56,3 +56,31 @@ def tap_gemms(x, w, c, taps_per_row, row_step, col_step):
         # column-major: c^T [L, M] = run^T [L, K] @ w[t]^T [K, M]
         _xxgemm(x, code, notrans, notrans, m, n, k, one.ctypes, xf[off:].ctypes, x.shape[1], w[t].ctypes, k,
                 (zero if t == 0 else one).ctypes, c.ctypes, m)
+
+
+@numba.njit(nogil=True, cache=True)
+def _layout(x):
+    """(BLAS op, leading dimension) of a 2-d view as the transpose of a column-major matrix: 'n' for a row-major
+    view, 't' for a transposed one; (0, 0) for any other layout."""
+    s = x.itemsize
+    if x.strides[1] == s and x.strides[0] >= max(1, x.shape[1]) * s:
+        return 110, x.strides[0] // s
+    if x.strides[0] == s and x.strides[1] >= max(1, x.shape[0]) * s:
+        return 116, x.strides[1] // s
+    return 0, 0
+
+
+@numba.njit(nogil=True, cache=True)
+def dot_add(a, b, out):
+    """out += a @ b (2-d; `out` C-contiguous): one GEMM with beta = 1, for a sum of products over an axis
+    that leads both operands (a 1x1 convolution's weight gradient, summed over the batch)."""
+    op_a, ld_a = _layout(a)
+    op_b, ld_b = _layout(b)
+    if op_a == 0 or op_b == 0 or not out.flags.c_contiguous:
+        out += a @ b
+        return
+    code = 115 if a.itemsize == 4 else 100                           # 's' or 'd'
+    one = np.ones(1, a.dtype)
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    # column-major: out^T [n, m] += b^T [n, k] @ a^T [k, m]
+    _xxgemm(a, code, op_b, op_a, n, m, k, one.ctypes, b.ctypes, ld_b, a.ctypes, ld_a, one.ctypes, out.ctypes, n)

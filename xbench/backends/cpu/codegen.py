@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover
 # reciprocal square root estimate, NaN at 0 and inf.
 FASTMATH = '{"reassoc"}'
 SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loops
+K_SPLIT_MIN = 64                   # a sum of GEMMs over leading contraction axes needs this much contraction each
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -308,6 +309,8 @@ class ModuleWriter:
             src("from xbench.backends.cpu.memory import prefetch as _xb_prefetch, stream as _xb_stream")
         if "dot" in self.helpers:
             src("from xbench.backends.cpu.blas import dot as _xb_dot")
+        if "dot_add" in self.helpers:
+            src("from xbench.backends.cpu.blas import dot_add as _xb_dot_add")
         if "tap_gemms" in self.helpers:
             src("from xbench.backends.cpu.blas import tap_gemms as _xb_tap_gemms")
         if "winograd" in self.helpers:
@@ -926,27 +929,39 @@ class ContractWriter:
 
     def text(self) -> str:
         plan = contraction.shift_plan(self.k)
+        scalars = Source()
+        scalars.depth = 1
+        self.w.read_scalars(scalars, self.k)         # 0-d inputs are read once, before any (parallel) loop
         if self.c.dtype in ("float32", "float64") and self.sched.get("impl", "blas") == "blas":
             window = self.sched.get("window") if plan else None
             body = self.shifted(plan) if window == "shift" else self.winograd(plan) if window == "winograd" \
                 else self.blas()
         else:
             body = self.loops()
+        self.w._scalars = {}
+        if scalars.lines:
+            head, rest = body.split("\n", 1)
+            body = "\n".join([head, *scalars.lines, rest])
         parallel = "numba.prange" in body and bool(self.sched.get("parallel", True))
         if not parallel:
             body = body.replace("numba.prange(", "range(")
         return self.w.decorator(parallel) + "\n" + body
 
-    def _view(self, e: Expr, rows, cols) -> str | None:
-        """A numpy view of a direct operand load as a [rows, cols] matrix (per batch), or None."""
-        view = contraction.operand_view(e, self.w.program.buffers, rows, cols, self.batch)
+    def _view(self, e: Expr, rows, cols, batch=None) -> str | None:
+        """A numpy view of a direct operand load as a [rows, cols] matrix (per point of `batch`, default the
+        kernel's batch axes), or None."""
+        batch = self.batch if batch is None else batch
+        view = contraction.operand_view(e, self.w.program.buffers, rows, cols, batch)
         if view is None:
             return None
         buf, transposed = view
-        lead = [i.name for i in e.index if i.name in {a.name for a in self.batch}]
+        index = contraction.without_units(e, (*rows, *cols, *batch)).index
+        lead = [i.name for i in index if isinstance(i, Idx) and i.name in {a.name for a in batch}]
+        if [getattr(i, "name", None) for i in index[:len(lead)]] != lead:
+            return None            # a dimension of extent 1 ahead of the batch index: no plain view
         base = f"{buf}[{', '.join(lead)}]" if lead else buf
         R, C = _prod(rows), _prod(cols)
-        two_d = len(e.index) - len(lead) == 2
+        two_d = len(index) - len(lead) == 2
         if transposed:
             return f"{base}.T" if two_d else f"{base}.reshape({C}, {R}).T"
         return base if two_d else f"{base}.reshape({R}, {C})"
@@ -976,6 +991,10 @@ class ContractWriter:
         with src.indent():
             lview = self._view(_acc(c.lhs, dt), self.m, self.kaxes) if c.lhs.dtype == dt else None
             rview = self._view(_acc(c.rhs, dt), self.kaxes, self.n) if c.rhs.dtype == dt else None
+            split = self._k_split() if B == 1 and (lview is None or rview is None) else None
+            if split is not None:
+                self._split_gemms(src, *split, direct_out)
+                return src.text()
             per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
             panel = int(self.sched.get("panel", 0)) if rview is None and direct_out is not None else 0
             if panel:
@@ -1010,6 +1029,40 @@ class ContractWriter:
                 if direct_out is None:
                     self._epilogue(src, "_C")
         return src.text()
+
+    def _k_split(self):
+        """(leading contraction axes, left view, right view) when both operands, at each point of some leading
+        contraction axes, are plain matrices over the rest (NCHW data summed over its batch: a 1x1
+        convolution's weight gradient), so that a sum of GEMMs with beta = 1 replaces packing both."""
+        c, dt = self.c, self.c.dtype
+        if c.lhs.dtype != dt or c.rhs.dtype != dt:
+            return None
+        for j in range(1, len(self.kaxes)):
+            lead, rest = self.kaxes[:j], self.kaxes[j:]
+            if _prod(rest) < K_SPLIT_MIN:
+                break
+            lv = self._view(c.lhs, self.m, rest, lead)
+            rv = self._view(c.rhs, rest, self.n, lead) if lv is not None else None
+            if rv is not None:
+                return lead, lv, rv
+        return None
+
+    def _split_gemms(self, src: Source, lead, lview: str, rview: str, direct_out: str | None) -> None:
+        self.w.helpers.add("dot_add")
+        out = direct_out or "_C"
+        if direct_out is None:
+            src(f"_C = _xb_new(({_prod(self.m)}, {_prod(self.n)}), {NP_TYPES[self.c.dtype]})")
+        src(f"for _k in range({_prod(lead)}):")
+        with src.indent():
+            unravel(src, "_k", lead, "_kr")
+            src("if _k == 0:")
+            src(f"    _xb_dot({lview}, {rview}, {out})")
+            src("else:")
+            src(f"    _xb_dot_add({lview}, {rview}, {out})")
+        if direct_out is None:
+            src("for _b in range(1):")
+            with src.indent():
+                self._epilogue(src, "_C")
 
     def _tap_weights(self, src: Source, plan: contraction.ShiftPlan, dt: str) -> None:
         """`_W[r·S + s, m, c]`: the weights repacked per window tap (a few thousand elements: serial)."""

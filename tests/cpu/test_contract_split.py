@@ -1,0 +1,52 @@
+"""A contraction summed over an axis that leads both operands (NCHW data summed over its batch) is a sum of
+GEMMs over plain views, with nothing packed; a 1x1 window's axes of extent 1 do not stop a view."""
+
+import numpy as np
+import torch
+
+import xbench as xb
+from xbench.ir import expr as E
+from xbench.ir.contraction import without_units
+from xbench.ir.kernel import Axis
+
+
+@xb.tensor_op
+def weight_grad(g: xb.Tensor["N", "O", "H", "W"], x: xb.Tensor["N", "I", "H", "W"]):
+    return xb.einsum("nohw,nihw->oi", g, x)
+
+
+def test_a_batch_summed_contraction_is_a_sum_of_gemms_over_views():
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal((3, 24, 8, 8)).astype(np.float32)
+    x = rng.standard_normal((3, 40, 8, 8)).astype(np.float32)
+    art = weight_grad.compile("cpu", g, x)
+    assert "_xb_dot_add(g[k0].reshape(24, 64), x[k0].reshape(40, 64).T, out)" in art.source
+    assert "_A = " not in art.source and "_B = " not in art.source        # neither operand is packed
+    want = np.einsum("nohw,nihw->oi", g.astype(np.float64), x)
+    np.testing.assert_allclose(art.run(g, x)[0], want, rtol=1e-5, atol=1e-4)
+
+
+def test_axes_of_extent_one_fold_out_of_an_index():
+    k, r = Axis("k", 8), Axis("r", 1)
+    e = E.Load("x", (E.Idx("k"), E.add(E.Idx("k"), E.Idx("r"))), "float32")
+    assert without_units(e, (k, r)) == E.Load("x", (E.Idx("k"), E.Idx("k")), "float32")
+    assert without_units(e, (k,)) is e
+
+
+def test_a_1x1_convolution_trains_through_the_bridge_with_a_scalar_loss_gradient():
+    # the backward graph reads the loss's 0-d gradient inside the contraction's parallel loops; numba cannot
+    # index a 0-d array there, so it is read once before them
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(16, 8, 1, bias=False)
+    x = torch.randn(4, 16, 8, 8, requires_grad=True)
+
+    def loss(x):
+        return conv(x).square().sum()
+
+    compiled = torch.compile(loss, backend="xbench")
+    compiled(x).backward()
+    got = conv.weight.grad.clone(), x.grad.clone()
+    conv.weight.grad = x.grad = None
+    loss(x).backward()
+    torch.testing.assert_close(got[0], conv.weight.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got[1], x.grad, rtol=1e-4, atol=1e-4)
