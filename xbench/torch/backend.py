@@ -23,6 +23,7 @@ from ..config import log
 from ..errors import ArgumentError
 from . import aten
 from .graph import GraphOp
+from .inplace import write_in_place
 from .partition import Fallback, partitions, probe
 
 TARGETS = ("cpu", "cuda", "ascend", "reference")
@@ -94,6 +95,7 @@ def compile_graph(gm: fx.GraphModule, kind: str, session: Session, options: Opti
     """A captured ATen graph as a callable on torch tensors (AOT's boxed convention is added by the caller)."""
     n = next(_counter)
     t0 = time.perf_counter()
+    write_in_place(gm)
     unsupported = probe(gm, options.fallback_ops)
     probe_ms = (time.perf_counter() - t0) * 1e3
     ops: dict[str, int] = {}
