@@ -50,3 +50,13 @@ def test_a_1x1_convolution_trains_through_the_bridge_with_a_scalar_loss_gradient
     loss(x).backward()
     torch.testing.assert_close(got[0], conv.weight.grad, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got[1], x.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_a_depthwise_window_over_its_whole_input_multiplies_views_of_the_right_shape():
+    # per (batch, channel) a [1, 9] @ [9, 1] product: the input's [3, 3] plane read as a [9, 1] column
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    got = xb.ops.conv2d.compile("cpu", x, w, None, groups=6).run(x, w)[0]
+    want = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), groups=6)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)

@@ -961,10 +961,10 @@ class ContractWriter:
             return None            # a dimension of extent 1 ahead of the batch index: no plain view
         base = f"{buf}[{', '.join(lead)}]" if lead else buf
         R, C = _prod(rows), _prod(cols)
-        two_d = len(index) - len(lead) == 2
+        stored = tuple(self.w.program.buffers[buf].shape[len(lead):])
         if transposed:
-            return f"{base}.T" if two_d else f"{base}.reshape({C}, {R}).T"
-        return base if two_d else f"{base}.reshape({R}, {C})"
+            return f"{base}.T" if stored == (C, R) else f"{base}.reshape({C}, {R}).T"
+        return base if stored == (R, C) else f"{base}.reshape({R}, {C})"
 
     def _pack(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
         R = _prod(rows)
