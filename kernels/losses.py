@@ -16,6 +16,7 @@ _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
 def _reduce(loss, reduction: str):
+    reduction = _REDUCTIONS.get(reduction, reduction)       # ATen's calls name it by number
     if reduction == "none":
         return loss
     if reduction == "sum":

@@ -60,3 +60,20 @@ def test_a_depthwise_window_over_its_whole_input_multiplies_views_of_the_right_s
     got = xb.ops.conv2d.compile("cpu", x, w, None, groups=6).run(x, w)[0]
     want = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), groups=6)
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_flattened_batch_and_sequence_is_read_through_a_reshaped_view():
+    # x.reshape(40, 32) indexes x as x[m // 10, m % 10, k]: that is x.reshape(40, 32)[m, k], no packing
+    @xb.tensor_op
+    def flat(x: xb.Tensor["B", "S", "H"], w: xb.Tensor["H", "O"]):
+        return xb.ops.mm(x.reshape(40, 32), w), xb.ops.mm(x.reshape(40, 32).T, x.reshape(40, 32))
+
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((4, 10, 32)).astype(np.float32), rng.standard_normal((32, 16)).astype(np.float32)
+    art = flat.compile("cpu", x, w)
+    assert "_xb_dot(x.reshape(40, 32), w, out)" in art.source
+    assert "_xb_dot(x.reshape(40, 32).T, x.reshape(40, 32), out1)" in art.source
+    x2 = x.astype(np.float64).reshape(40, 32)
+    got = art.run(x, w)
+    np.testing.assert_allclose(got[0], x2 @ w, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got[1], x2.T @ x2, rtol=1e-5, atol=1e-4)

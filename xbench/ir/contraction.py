@@ -42,20 +42,57 @@ def without_units(e: Expr, axes: Sequence[Axis]) -> Expr:
     return e.map(fold)
 
 
+def _call(e: Expr, fn: str) -> bool:
+    return isinstance(e, Call) and e.fn == fn and len(e.args) == 2
+
+
+def _scaled_sum(e: Expr) -> tuple[Expr, int, Expr] | None:
+    """(b, S, m) when `e` is b * S + m (either order)."""
+    if not _call(e, "add"):
+        return None
+    for hi, lo in (e.args, e.args[::-1]):
+        if _call(hi, "mul"):
+            for v, s in (hi.args, hi.args[::-1]):
+                if isinstance(s, Const) and isinstance(v, Idx) and isinstance(lo, Idx):
+                    return v, int(s.value), lo
+    return None
+
+
+def reshaped(index: Sequence[Expr], shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[Expr, ...]]:
+    """The same elements of a C-contiguous buffer, reshaped so that each flattened axis indexes its own
+    dimensions: `x[m // S, m % S]` is `x.reshape(.., S·..)[m]`, and `x[b·S + m]` is `x.reshape(.., S)[b, m]`
+    (a linear layer over [batch, sequence, hidden] activations, a batch of rows in a flat matrix)."""
+    index, shape = list(index), list(shape)
+    d = 0
+    while d < len(index):
+        i, split = index[d], _scaled_sum(index[d])
+        if split is not None and shape[d] % split[1] == 0:
+            b, size, m = split
+            index[d:d + 1], shape[d:d + 1] = [b, m], [shape[d] // size, size]
+            continue
+        nxt = index[d + 1] if d + 1 < len(index) else None
+        if (_call(i, "floordiv") and nxt is not None and _call(nxt, "mod") and i.args == nxt.args
+                and isinstance(i.args[1], Const) and shape[d + 1] == i.args[1].value):
+            index[d:d + 2], shape[d:d + 2] = [i.args[0]], [shape[d] * shape[d + 1]]
+            continue
+        d += 1
+    return tuple(shape), tuple(index)
+
+
 def operand_view(e: Expr, buffers: Mapping[str, Buffer], rows: Sequence[Axis], cols: Sequence[Axis],
                  batch: Sequence[Axis]) -> tuple[str, bool] | None:
     """(buffer, transposed) when operand `e` is a plain load of a whole buffer that reads, per batch point, as a
-    row-major [rows, cols] matrix (transposed: stored as [cols, rows]); None when it must be packed. Axes of
-    extent 1, and the dimensions of extent 1 they index, do not count."""
+    row-major [rows, cols] matrix (transposed: stored as [cols, rows]), the buffer `reshaped` first; None when it
+    must be packed. Axes of extent 1, and the dimensions of extent 1 they index, do not count."""
     e = without_units(e, (*rows, *cols, *batch))
     rows, cols, batch = ([a for a in axes if a.extent > 1] for axes in (rows, cols, batch))
     if not isinstance(e, Load) or e.buf not in buffers:
         return None
-    shape = buffers[e.buf].shape
-    kept = [d for d, i in enumerate(e.index) if not (shape[d] == 1 and isinstance(i, Const) and i.value == 0)]
-    if not all(isinstance(e.index[d], Idx) for d in kept):
+    shape, index = reshaped(e.index, buffers[e.buf].shape)
+    kept = [d for d, i in enumerate(index) if not (shape[d] == 1 and isinstance(i, Const) and i.value == 0)]
+    if not all(isinstance(index[d], Idx) for d in kept):
         return None
-    names = [e.index[d].name for d in kept]
+    names = [index[d].name for d in kept]
     b = [a.name for a in batch if a.name in names]
     r, c = [a.name for a in rows], [a.name for a in cols]
     if len(set(names)) != len(names) or sorted(names) != sorted(b + r + c) or names[:len(b)] != b:

@@ -323,6 +323,12 @@ def _embedding(weight, indices, padding_idx: int = -1, scale_grad_by_freq: bool 
     return _lib("embedding", indices, weight)
 
 
+@lowering("binary_cross_entropy_with_logits")
+def _bce_with_logits(self, target, weight=None, pos_weight=None, reduction=1):
+    """ATen passes `pos_weight` before `reduction`."""
+    return _lib("binary_cross_entropy_with_logits", self, target, weight, reduction, pos_weight)
+
+
 @lowering("convolution")
 def _convolution(input, weight, bias, stride, padding, dilation, transposed: bool, output_padding, groups: int):
     nd = input.ndim - 2

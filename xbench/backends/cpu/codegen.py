@@ -955,13 +955,15 @@ class ContractWriter:
         if view is None:
             return None
         buf, transposed = view
-        index = contraction.without_units(e, (*rows, *cols, *batch)).index
+        shape, index = contraction.reshaped(contraction.without_units(e, (*rows, *cols, *batch)).index,
+                                            self.w.program.buffers[buf].shape)
         lead = [i.name for i in index if isinstance(i, Idx) and i.name in {a.name for a in batch}]
         if [getattr(i, "name", None) for i in index[:len(lead)]] != lead:
             return None            # a dimension of extent 1 ahead of the batch index: no plain view
-        base = f"{buf}[{', '.join(lead)}]" if lead else buf
+        base = buf if shape == tuple(self.w.program.buffers[buf].shape) else f"{buf}.reshape{shape}"
+        base = f"{base}[{', '.join(lead)}]" if lead else base
         R, C = _prod(rows), _prod(cols)
-        stored = tuple(self.w.program.buffers[buf].shape[len(lead):])
+        stored = shape[len(lead):]
         if transposed:
             return f"{base}.T" if stored == (C, R) else f"{base}.reshape({C}, {R}).T"
         return base if stored == (R, C) else f"{base}.reshape({R}, {C})"
