@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover
 # reciprocal square root estimate, NaN at 0 and inf.
 FASTMATH = '{"reassoc"}'
 SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loops
+COLUMN_CHUNK = 256                 # outputs per part of a column sum (their accumulators stay in L1)
 K_SPLIT_MIN = 64                   # a sum of GEMMs over leading contraction axes needs this much contraction each
 
 
@@ -405,6 +406,8 @@ class ModuleWriter:
         sched = self.schedules.get(k.name, Schedule())
         if k.kind == "contract" and contraction.roles(k) is not None and sched.get("impl", "blas") != "points":
             text = ContractWriter(self, k, sched).text()
+        elif column_sum(k):
+            text = self.column_sum(k, sched)
         else:
             text = self.pointwise(k, sched)
         key = f"{canonical(text)} opt={sched.get('opt', 3)}"
@@ -485,6 +488,43 @@ class ModuleWriter:
                 self.point(src, k, bound)
         self._scalars = {}
         self._split = False
+        return src.text()
+
+    def column_sum(self, k: Kernel, sched: Schedule) -> str:
+        """A sum over rows into contiguous outputs (`column_sum`), rows outside: each part of COLUMN_CHUNK
+        outputs adds one row at a time into its accumulators, so every row is read once, in order, and each
+        output gets its terms in the order of the one-output-at-a-time loop (the same bits)."""
+        r = k.stages[0]
+        P = k.points()
+        chunk = min(P, COLUMN_CHUNK)
+        parts = -(-P // chunk)
+        parallel = bool(sched.get("parallel", True)) and parts > 1
+        body = r.body if r.body.dtype == r.dtype else Cast(r.body, r.dtype)
+        src = Source()
+        src(self.decorator(parallel))
+        src(f"def {k.name}({', '.join(self.params(k))}):")
+        with src.indent():
+            self.read_scalars(src, k)
+            bound = {a.name for a in k.outer}
+            src(f"for _part in {'numba.prange' if parallel else 'range'}({parts}):")
+            with src.indent():
+                src(f"_c_lo = _part * {chunk}")
+                src(f"_c_hi = min({P}, _c_lo + {chunk})")
+                src(f"_c_acc = np.empty({chunk}, {self.np_type(r.dtype)})" + SCRATCH)
+                src("_c_acc[:] = 0")
+                with _Indent(src, self.loops(src, r.axes)):
+                    src("for _p in range(_c_lo, _c_hi):")
+                    with src.indent():
+                        unravel(src, "_p", k.outer, "_pr")
+                        (v,) = self.values(src, [body], bound, set())
+                        src(f"_c_acc[_p - _c_lo] += {v}")
+                src("for _p in range(_c_lo, _c_hi):")
+                with src.indent():
+                    unravel(src, "_p", k.outer, "_pr")
+                    src(f"{r.local} = _c_acc[_p - _c_lo]")
+                    for st in k.stages[1:]:
+                        self.stage(src, st, bound)
+        self._scalars = {}
         return src.text()
 
     def read_scalars(self, src: Source, k: Kernel) -> None:
@@ -773,6 +813,24 @@ class ModuleWriter:
                 src(self.assign(s.values_buf, [idx], f"_row[_order[{s.axis.name}]]"))
             if s.indices_buf:
                 src(f"{s.indices_buf}[{idx}] = _order[{s.axis.name}]")
+
+
+def column_sum(k: Kernel) -> bool:
+    """Is `k` a sum over rows into outputs that are contiguous in what it reads (a bias gradient: the sum of a
+    [rows, features] matrix over its rows)? Its last outer axis indexes the last dimension of every load, which
+    no summed axis does; after the sum, only per-output assignments and stores."""
+    if not k.outer or k.row_buffers or not k.stages or not isinstance(k.stages[0], Reduce):
+        return False
+    r = k.stages[0]
+    if r.kind != "sum" or r.index_local or not r.axes:
+        return False
+    if not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes and s.scope == "global"
+               for s in k.stages[1:]):
+        return False
+    last, summed = k.outer[-1].name, {a.name for a in r.axes}
+    loads = [n for n in r.body.walk() if isinstance(n, Load) and n.index]
+    return bool(loads) and all(isinstance(ld.index[-1], Idx) and ld.index[-1].name == last
+                               and not summed & E.free_indices(ld.index[-1]) for ld in loads)
 
 
 def blas_serial(sched) -> bool:

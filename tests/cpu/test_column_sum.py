@@ -1,0 +1,32 @@
+"""A sum over rows into contiguous outputs (a bias gradient) reads each row once, rows outside."""
+import numpy as np
+import pytest
+
+import xbench as xb
+
+
+@xb.tensor_op
+def bias_grad(g: xb.Tensor["B", "S", "H"]):
+    return g.sum(axis=(0, 1)) * 0.5
+
+
+@xb.tensor_op
+def row_sums(g: xb.Tensor["B", "S", "H"]):
+    return g.sum(axis=-1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_bias_gradient_sums_rows_into_chunks_of_outputs(dtype):
+    g = np.random.default_rng(0).standard_normal((3, 50, 600)).astype(dtype)     # 600 outputs: 3 parts
+    art = bias_grad.compile("cpu", g)
+    assert "_c_acc[_p - _c_lo] += " in art.source
+    want = g.astype(np.float64).sum(axis=(0, 1)) * 0.5
+    np.testing.assert_allclose(art.run(g)[0].astype(np.float64), want, rtol=2e-3 if dtype == np.float16 else 1e-5,
+                               atol=5e-2 if dtype == np.float16 else 1e-4)
+
+
+def test_a_sum_along_the_contiguous_axis_keeps_one_output_at_a_time():
+    g = np.random.default_rng(1).standard_normal((3, 50, 600)).astype(np.float32)
+    art = row_sums.compile("cpu", g)
+    assert "_c_acc" not in art.source
+    np.testing.assert_allclose(art.run(g)[0], g.astype(np.float64).sum(axis=-1), rtol=1e-5, atol=1e-4)
