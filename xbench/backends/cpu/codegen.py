@@ -510,7 +510,7 @@ class ModuleWriter:
             with src.indent():
                 src(f"_c_lo = _part * {chunk}")
                 src(f"_c_hi = min({P}, _c_lo + {chunk})")
-                src(f"_c_acc = np.empty({chunk}, {self.np_type(r.dtype)})" + SCRATCH)
+                src(f"_c_acc = _xb_new(({chunk},), {self.np_type(r.dtype)})" + SCRATCH)
                 src("_c_acc[:] = 0")
                 with _Indent(src, self.loops(src, r.axes)):
                     src("for _p in range(_c_lo, _c_hi):")
