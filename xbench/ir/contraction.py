@@ -132,23 +132,24 @@ class ShiftPlan:
     [channels, Hout·Wp] matrix (row stride `row`); the Wp - Wout columns past each output row are computed and
     dropped. out[m, h, w] = sum over taps of W[:, :, r, s] @ that run."""
     buf: str                      # the windowed input, indexed [batch?, channel, y, x]
-    chan: Axis                    # the contraction axis over channels
+    chan: Axis | None             # the contraction axis over channels (None: one plane, `plane_plan`)
     taps: tuple[Axis, Axis]       # the contraction axes over the window's rows and columns
     dil: tuple[int, int]
-    off: tuple[int, int]          # input y = h + dr·r + off[0], x = w + ds·s + off[1]
+    off: tuple[int, int]          # input y = sy·h + dr·r + off[0], x = sx·w + ds·s + off[1]
     size: tuple[int, int]         # the input plane's extent the window may read (zero beyond it)
     out: tuple[int, int]          # Hout, Wout (the N axes' extents)
+    stride: tuple[int, int] = (1, 1)    # (sy, sx): `shift_plan`'s are 1; `plane_plan` splits a plane in phases
 
     @property
     def padded(self) -> tuple[int, int]:
-        return (self.out[0] + self.dil[0] * (self.taps[0].extent - 1),
-                self.out[1] + self.dil[1] * (self.taps[1].extent - 1))
+        """The padded plane's extent (with a stride, one phase's: the rows y ≡ p and columns x ≡ q apart)."""
+        return tuple(self.out[i] + self.dil[i] * (self.taps[i].extent - 1) // self.stride[i] for i in range(2))
 
     @property
     def row(self) -> int:
         """Elements per padded channel plane, with room for the last tap's run to end past the last row."""
         hp, wp = self.padded
-        return hp * wp + self.dil[1] * (self.taps[1].extent - 1)
+        return hp * wp + wp - self.out[1]
 
     @property
     def winograd(self) -> bool:
@@ -189,6 +190,28 @@ def _conjuncts(e: Expr) -> list[Expr]:
     return [e]
 
 
+def bounds_checked(e: Expr) -> tuple[Expr, list[dict[str, int]]] | None:
+    """A zero-padded read, `x[...] if (i >= 0) & (i < n) & ... else 0`, as the read and its checks, each an
+    affine form f of the loop variables meaning f >= 0 (`affine`'s dicts); None unless every check is an affine
+    comparison with a constant."""
+    if not (isinstance(e, Select) and isinstance(e.b, Const) and e.b.value == 0):
+        return None
+    checks = []
+    for t in _conjuncts(e.cond):
+        if not (isinstance(t, Call) and t.fn in ("ge", "gt", "lt", "le") and isinstance(t.args[1], Const)
+                and isinstance(t.args[1].value, int)):
+            return None
+        f, c = affine(t.args[0]), t.args[1].value
+        if f is None:
+            return None
+        # f >= c, f > c, f < c, f <= c as g >= 0
+        sign, shift = {"ge": (1, -c), "gt": (1, -c - 1), "lt": (-1, c - 1), "le": (-1, c)}[t.fn]
+        g = {k: sign * v for k, v in f.items()}
+        g[""] = g.get("", 0) + shift
+        checks.append(g)
+    return e.a, checks
+
+
 def shift_plan(kernel: Kernel) -> ShiftPlan | None:
     """The shifted-GEMM plan of a float contraction whose right operand is a stride-1 window over an
     [batch?, channel, y, x] input (zero outside it, by an explicit bounds check or none), whose left operand does
@@ -216,16 +239,25 @@ def shift_plan(kernel: Kernel) -> ShiftPlan | None:
     ch, ey, ex = idx
     if not isinstance(ch, Idx) or ch.name not in kx:
         return None
-    taps, dil, off = [], [], []
+    plan = _window(e.buf, kx[ch.name], ey, ex, cond, n, kx)
+    return plan if plan is not None and plan.stride == (1, 1) else None
+
+
+def _window(buf: str, chan: Axis | None, ey: Expr, ex: Expr, cond: Expr | None, n: Sequence[Axis],
+            kx: Mapping[str, Axis]) -> ShiftPlan | None:
+    """The ShiftPlan of a read at [.., ey, ex] = [h + dr·r + oy, w + ds·s + ox] (h, w the N axes, r, s two
+    contraction axes other than `chan`), zero where `cond` (bounds checks on ey and ex only) fails; else None."""
+    taps, dil, off, stride = [], [], [], []
     for ie, out_ax in ((ey, n[0]), (ex, n[1])):
         f = affine(ie)
-        if f is None or f.pop(out_ax.name, 0) != 1:
+        stride.append(f.pop(out_ax.name, 0) if f is not None else 0)
+        if stride[-1] < 1:
             return None
         const = f.pop("", 0)
         if len(f) != 1:
             return None
         (tap, d), = f.items()
-        if tap not in kx or tap == ch.name or d < 1:
+        if tap not in kx or (chan is not None and tap == chan.name) or d < 1:
             return None
         taps.append(kx[tap])
         dil.append(d)
@@ -233,7 +265,8 @@ def shift_plan(kernel: Kernel) -> ShiftPlan | None:
     if taps[0].name == taps[1].name:
         return None
     out = (n[0].extent, n[1].extent)
-    size = [out[i] + dil[i] * (taps[i].extent - 1) + off[i] for i in range(2)]    # the last input index read + 1
+    # the last input index read + 1
+    size = [stride[i] * (out[i] - 1) + dil[i] * (taps[i].extent - 1) + off[i] + 1 for i in range(2)]
     for t in _conjuncts(cond) if cond is not None else ():
         if not (isinstance(t, Call) and len(t.args) == 2 and isinstance(t.args[1], Const)):
             return None
@@ -242,5 +275,34 @@ def shift_plan(kernel: Kernel) -> ShiftPlan | None:
             return None
         if t.fn == "lt":
             size[dim] = min(size[dim], t.args[1].value)
-    return ShiftPlan(e.buf, kx[ch.name], (taps[0], taps[1]), (dil[0], dil[1]), (off[0], off[1]),
-                     (size[0], size[1]), out)
+    return ShiftPlan(buf, chan, (taps[0], taps[1]), (dil[0], dil[1]), (off[0], off[1]), (size[0], size[1]), out,
+                     (stride[0], stride[1]))
+
+
+def plane_plan(kernel: Kernel) -> tuple[Load, ShiftPlan] | None:
+    """A float product over a window's taps alone whose right operand is a window over the last two dimensions
+    of its input, every other index of it free of the taps and the window position (a depthwise
+    convolution: the channel is a batch index): the read, and the ShiftPlan of one input plane (`chan` None);
+    else None. Each output plane is then a sum of the taps' runs over one zero-padded input plane, or with a
+    stride, over the plane's phases (the rows and columns congruent modulo the stride, each its own plane)."""
+    r = roles(kernel)
+    if r is None:
+        return None
+    c, batch, m, n = r
+    if c.dtype not in ("float32", "float64") or len(n) != 2:
+        return None
+    kx = {a.name: a for a in c.axes}
+    e, cond = c.rhs, None
+    if isinstance(e, Select):
+        if not (isinstance(e.b, Const) and e.b.value == 0):
+            return None
+        e, cond = e.a, e.cond
+    if not isinstance(e, Load) or e.dtype != c.dtype or len(e.index) < 2:
+        return None
+    plan = _window(e.buf, None, e.index[-2], e.index[-1], cond, n, kx)
+    if plan is None or any(a.extent > 1 for a in c.axes if a not in plan.taps):
+        return None
+    window = {a.name for a in (*n, *c.axes)}
+    if any(free_indices(i) & window for i in e.index[:-2]):
+        return None
+    return e, plan

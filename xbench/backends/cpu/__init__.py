@@ -17,7 +17,7 @@ from ...config import cache_dir, log, tool_versions
 from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
 from ...ir import contraction
-from ...ir.expr import Call
+from ...ir.expr import Call, Load
 from ...ir.kernel import Kernel, Program, ScatterAdd
 from ...ir.scalar import lookup
 from ...ir.schedule import Knob, Schedule
@@ -50,6 +50,9 @@ BLAS_THREAD_WORK = 1 << 23
 # a BLAS contraction's own loops (packing, the epilogue: numba parallel regions of ~3 us each) run in parallel
 # from this many output points
 BLAS_PARALLEL_POINTS = 1 << 17
+# A batch of matrix-vector products this short (a depthwise convolution: 1 x 9 by 9 x H·W per channel) runs as
+# loops: a BLAS call costs 1-2 us before any work, the loops ~0.1 us for such a product, vectorised along it.
+GEMV_LOOPS_K = 64
 # Threads that spin after a parallel loop (libgomp's default) hold a core the rest of the machine wants; when
 # another process runs there, the next loop waits for the spinner's time slice: 6-16 ms for a 30 us softmax.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -62,11 +65,22 @@ def threads() -> int:
     return numba.get_num_threads()
 
 
-def _stage_extent(s) -> int:
-    axes = getattr(s, "axes", None) or ()
-    if hasattr(s, "axis"):
-        axes = (s.axis,)
+def _extent(axes) -> int:
     return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
+
+
+def _stage_extent(s) -> int:
+    return _extent((s.axis,) if hasattr(s, "axis") else getattr(s, "axes", None) or ())
+
+
+def _unit_stride(e, axis) -> bool:
+    """Whether the (bounds-checked) read `e` walks its last dimension with `axis`, one element a step: the loops
+    over it vectorise (a strided window's do not, unless over a plane's phases, and BLAS over its packed copy
+    is faster)."""
+    checked = contraction.bounds_checked(e)
+    e = checked[0] if checked else e
+    form = contraction.affine(e.index[-1]) if isinstance(e, Load) and e.index else None
+    return form is not None and form.get(axis.name, 0) == 1
 
 
 def kernel_work(k: Kernel) -> int:
@@ -209,12 +223,14 @@ class CpuBackend:
         roles = contraction.roles(kernel) if kernel.kind == "contract" else None
         if roles is not None:
             acc = kernel.stages[0].dtype
-            s["impl"] = "blas" if acc in ("float32", "float64") else "loops"
+            gemv = min(_extent(roles[2]), _extent(roles[3])) == 1 and _extent(roles[0].axes) <= GEMV_LOOPS_K \
+                and (contraction.plane_plan(kernel) is not None or _unit_stride(roles[0].rhs, roles[3][-1]))
+            s["impl"] = "blas" if acc in ("float32", "float64") and not gemv else "loops"
             if s["impl"] == "blas":
                 # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output
                 s["parallel"] = s["parallel"] and kernel.points() >= BLAS_PARALLEL_POINTS
                 s["blas_threads"] = 1 if kernel_work(kernel) < BLAS_THREAD_WORK else 0
-            batches = int(np.prod([a.extent for a in roles[1]], dtype=np.int64)) if roles[1] else 1
+            batches = _extent(roles[1])
             if len(panel_rows(kernel)) > 1:
                 s["panel"] = 0
             plan = contraction.shift_plan(kernel) if s["impl"] == "blas" else None

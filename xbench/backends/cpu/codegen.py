@@ -973,6 +973,12 @@ def panel_rows(k: Kernel) -> tuple[int, ...]:
     return (0,) + tuple(r for r in range(1, e) if e % r == 0)
 
 
+def _affine(form: dict[str, int]) -> str:
+    """`contraction.affine`'s form as Python: coefficient times variable, plus the constant ('')."""
+    terms = [f"{v} * {k}" if k else str(v) for k, v in form.items() if v]
+    return " + ".join(terms) or "0"
+
+
 def _prod(axes) -> int:
     return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
 
@@ -1306,9 +1312,84 @@ class ContractWriter:
                     else:
                         src(self.w.assign(s.buf, vals[:-1], vals[-1]))
 
+    def _checked_loops(self, src: Source, checks: list[dict[str, int]]) -> int:
+        """The N loops over a right operand read only inside bounds (`contraction.bounds_checked`: a zero-padded
+        window): each check narrows the range of the innermost N axis it names, or, naming none, guards all the
+        N loops; the read in their body then needs no test, and vectorises."""
+        names = [a.name for a in self.n]
+        narrowing: dict[str, list[dict[str, int]]] = {n: [] for n in names}
+        guards = []
+        for g in checks:
+            named = [n for n in names if g.get(n, 0)]
+            (narrowing[named[-1]] if named else guards).append(g)
+        depth = 0
+        if guards:
+            src(f"if {' and '.join(f'{_affine(g)} >= 0' for g in guards)}:")
+            depth = 1
+        for a in self.n:
+            lo, hi = ["0"], [str(a.extent)]
+            for g in narrowing[a.name]:
+                c, rest = g[a.name], _affine({k: v for k, v in g.items() if k != a.name})
+                if c > 0:
+                    lo.append(f"-(({rest}) // {c})")       # c·n + rest >= 0: n >= ceil(-rest / c)
+                else:
+                    hi.append(f"({rest}) // {-c} + 1")     # n <= floor(rest / -c)
+            bounds = f"{lo[0]}, {hi[0]}" if len(lo) == len(hi) == 1 else \
+                f"max({', '.join(lo)}), min({', '.join(hi)})"
+            with _Indent(src, depth):
+                src(f"for {a.name} in range({bounds}):")
+            depth += 1
+        return depth
+
+    def plane(self, read: Load, plan: contraction.ShiftPlan) -> str:
+        """A depthwise convolution (`contraction.plane_plan`): per batch and M point, its input plane copied into
+        a zero-padded `_X` (with a stride, one padded plane per phase: the rows and columns congruent modulo
+        it), then each tap's contiguous run of its phase, times the tap's weight, added into `_acc` [Hout·Wp],
+        which the epilogue reads at the output's columns (the Wp - Wout past each row are computed and dropped):
+        long unit-stride loops, where a plane's own rows (24 wide) are too short for the vector loop."""
+        w, k, c = self.w, self.k, self.c
+        (hp, wp), (oy, ox), (hin, win), (sy, sx) = plan.padded, plan.off, plan.size, plan.stride
+        L, P, ty = plan.out[0] * wp, plan.row, NP_TYPES[c.dtype]
+        (r, dr), (s, ds) = zip(plan.taps, plan.dil)
+        pts = self.batch + self.m
+        src = Source()
+        src(f"def {k.name}({', '.join(w.params(k))}):")
+        with src.indent():
+            bound = w.open_outer(src, tuple(pts), len(pts), True)
+            with src.indent():
+                src(f"_X = _xb_new_zeros(({sy * sx * P},), {ty})")
+                src(f"_acc = _xb_new_zeros(({L},), {ty})")
+                src(f"for _y in range({max(0, -oy)}, {min(sy * hp, hin - oy)}):")
+                with src.indent():
+                    src(f"for _x in range({max(0, -ox)}, {min(sx * wp, win - ox)}):")
+                    with src.indent():
+                        at = (E.add(Idx("_y"), E.const(oy)), E.add(Idx("_x"), E.const(ox)))
+                        (v,) = w.values(src, [Load(read.buf, (*read.index[:-2], *at), read.dtype)], bound, set())
+                        phase = "" if (sy, sx) == (1, 1) else f"((_y % {sy}) * {sx} + _x % {sx}) * {P} + "
+                        y, x = ("_y", "_x") if (sy, sx) == (1, 1) else (f"(_y // {sy})", f"(_x // {sx})")
+                        src(f"_X[{phase}{y} * {wp} + {x}] = {v}")
+                with _Indent(src, w.loops(src, tuple(self.kaxes))):
+                    (a,) = w.values(src, [_acc(c.lhs, c.dtype)], bound, set())
+                    src(f"_a = {a}")
+                    if (sy, sx) == (1, 1):
+                        src(f"_o = {r.name} * {dr * wp} + {s.name} * {ds}")
+                    else:
+                        src(f"_o = ((({r.name} * {dr}) % {sy}) * {sx} + ({s.name} * {ds}) % {sx}) * {P} + "
+                            f"(({r.name} * {dr}) // {sy}) * {wp} + ({s.name} * {ds}) // {sx}")
+                    src(f"for _j in range({L}):")
+                    src("    _acc[_j] += _a * _X[_j + _o]")
+                with _Indent(src, w.loops(src, tuple(self.n))):
+                    src(f"{c.local} = _acc[{self.n[0].name} * {wp} + {self.n[1].name}]")
+                    for st in k.stages[1:]:
+                        w.stage(src, st, bound)
+        return src.text()
+
     def loops(self) -> str:
         """Blocked i-k-j loops: one accumulator row per (batch, m) point, k outer, n inner."""
         w, k, c = self.w, self.k, self.c
+        plane = contraction.plane_plan(k)
+        if plane is not None:
+            return self.plane(*plane)
         src = Source()
         src(f"def {k.name}({', '.join(w.params(k))}):")
         N = _prod(self.n)
@@ -1317,12 +1398,13 @@ class ContractWriter:
             bound = w.open_outer(src, tuple(pts), len(pts), True)
             with src.indent():
                 src(f"_acc = _xb_new_zeros(({N},), {NP_TYPES[c.dtype]})")
-                lhs, rhs = _acc(c.lhs, c.dtype), _acc(c.rhs, c.dtype)
+                checked = contraction.bounds_checked(c.rhs)
+                lhs, rhs = _acc(c.lhs, c.dtype), _acc(checked[0] if checked else c.rhs, c.dtype)
                 depth = w.loops(src, tuple(self.kaxes))
                 with _Indent(src, depth):
                     (a,) = w.values(src, [lhs], bound, set())
                     src(f"_a = {a}")
-                    d2 = w.loops(src, tuple(self.n))
+                    d2 = self._checked_loops(src, checked[1]) if checked else w.loops(src, tuple(self.n))
                     with _Indent(src, d2):
                         nflat = E.linear(tuple(x.var for x in self.n), tuple(x.extent for x in self.n))
                         (b,) = w.values(src, [rhs], bound, set())

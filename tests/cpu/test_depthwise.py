@@ -1,0 +1,70 @@
+"""A depthwise convolution (one small matrix-vector product per batch and channel) runs as loops, not one BLAS
+call per channel: over a zero-padded copy of each input plane, one long unit-stride run per tap; a window read
+only inside its bounds narrows its loops instead of testing each read."""
+
+import numpy as np
+import pytest
+import torch
+
+import xbench as xb
+from xbench.ir import expr as E
+from xbench.ir.contraction import bounds_checked
+
+
+def _case(shape, channels, k, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, channels, *shape)).astype(np.float32)
+    w = rng.standard_normal((channels, 1, *k)).astype(np.float32)
+    return x, w
+
+
+def _torch(fn, x, w, **kw):
+    return fn(torch.from_numpy(x).double(), torch.from_numpy(w).double(), **kw).numpy()
+
+
+@pytest.mark.parametrize("padding, dilation", [(1, 1), (2, 2), (0, 1)])
+def test_a_depthwise_conv2d_sums_tap_runs_over_a_padded_plane(padding, dilation):
+    x, w = _case((9, 7), 6, (3, 3))
+    art = xb.ops.conv2d.compile("cpu", x, w, None, padding=padding, dilation=dilation, groups=6)
+    assert "_acc[_j] += _a * _X[_j + _o]" in art.source             # the plane path, not a GEMM per channel
+    assert "_xb_dot(" not in art.source
+    want = _torch(torch.nn.functional.conv2d, x, w, padding=padding, dilation=dilation, groups=6)
+    np.testing.assert_allclose(art.run(x, w)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_depthwise_conv1d_narrows_its_loops_to_the_window_inside_the_input():
+    x, w = _case((13,), 5, (3,))
+    art = xb.ops.conv1d.compile("cpu", x, w, None, padding=2, dilation=2, groups=5)
+    body = art.source[art.source.index("_contract"):]
+    assert "in range(max(0, " in body and " else " not in body.split("_acc[")[1]   # no test per read
+    want = _torch(torch.nn.functional.conv1d, x, w, padding=2, dilation=2, groups=5)
+    np.testing.assert_allclose(art.run(x, w)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride, padding, dilation", [(2, 1, 1), ((2, 3), (1, 2), (1, 2))])
+def test_a_strided_depthwise_conv2d_runs_over_its_planes_phases(stride, padding, dilation):
+    x, w = _case((11, 12), 4, (3, 3))
+    art = xb.ops.conv2d.compile("cpu", x, w, None, stride=stride, padding=padding, dilation=dilation, groups=4)
+    assert "_acc[_j] += _a * _X[_j + _o]" in art.source and "_xb_dot(" not in art.source
+    want = _torch(torch.nn.functional.conv2d, x, w, stride=stride, padding=padding, dilation=dilation, groups=4)
+    np.testing.assert_allclose(art.run(x, w)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_strided_depthwise_conv1d_stays_a_blas_product():
+    # its reads step two elements at a time: loops over them would not vectorise
+    x, w = _case((14,), 4, (3,))
+    art = xb.ops.conv1d.compile("cpu", x, w, None, stride=2, padding=1, groups=4)
+    assert "_xb_dot(" in art.source
+    want = _torch(torch.nn.functional.conv1d, x, w, stride=2, padding=1, groups=4)
+    np.testing.assert_allclose(art.run(x, w)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_bounds_checks_become_affine_forms_meaning_at_least_zero():
+    n, k = E.Idx("n"), E.Idx("k")
+    y = E.add(E.add(n, k), E.const(-1))
+    read = E.Load("x", (y,), "float32")
+    cond = E.Call("logical_and", (E.Call("ge", (y, E.const(0)), "bool"), E.Call("lt", (y, E.const(8)), "bool")),
+                  "bool")
+    got = bounds_checked(E.Select(cond, read, E.Const(0.0, "float32"), "float32"))
+    assert got == (read, [{"n": 1, "k": 1, "": -1}, {"n": -1, "k": -1, "": 8}])   # n + k - 1 >= 0, 8 - (n + k) >= 0
+    assert bounds_checked(read) is None
