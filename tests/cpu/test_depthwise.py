@@ -68,3 +68,26 @@ def test_bounds_checks_become_affine_forms_meaning_at_least_zero():
     got = bounds_checked(E.Select(cond, read, E.Const(0.0, "float32"), "float32"))
     assert got == (read, [{"n": 1, "k": 1, "": -1}, {"n": -1, "k": -1, "": 8}])   # n + k - 1 >= 0, 8 - (n + k) >= 0
     assert bounds_checked(read) is None
+
+
+@xb.tensor_op
+def depthwise_relu6(x: xb.Tensor, w: xb.Tensor, shift: xb.Tensor):
+    # the product is [N, C, 1, H, W] (one channel per group), what follows it [N, C, H, W]: still one kernel
+    return xb.ops.clamp(xb.ops.conv2d(x, w, padding=1, groups=x.shape[1]) + shift, 0.0, 6.0)
+
+
+def test_a_depthwise_conv2d_fuses_with_what_follows_it():
+    x, w = _case((8, 8), 6, (3, 3))
+    shift = np.linspace(-1, 1, 8, dtype=np.float32)
+    art = depthwise_relu6.compile("cpu", x, w, shift)
+    assert [k.kind for k in art.program.kernels] == ["contract"]
+    want = np.clip(_torch(torch.nn.functional.conv2d, x, w, padding=1, groups=6) + shift, 0, 6)
+    np.testing.assert_allclose(art.run(x, w, shift)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_strided_depthwise_conv1d_writes_its_output_from_blas_without_a_copy():
+    x, w = _case((14,), 4, (3,))
+    art = xb.ops.conv1d.compile("cpu", x, w, None, stride=2, padding=1, groups=4)
+    assert len(art.program.kernels) == 1 and "_C = " not in art.source       # no accumulator to copy out of
+    want = _torch(torch.nn.functional.conv1d, x, w, stride=2, padding=1, groups=4)
+    np.testing.assert_allclose(art.run(x, w)[0], want, rtol=1e-5, atol=1e-5)

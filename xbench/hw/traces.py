@@ -811,7 +811,7 @@ def blas_trace(program: Program, kernel: Kernel, lay: Layout, *, cores: int, vec
     Bm, b_step, pack_b = operand(c.rhs, c.axes, n, "_B", rhs_b)
     cbuf = direct_output(kernel, c, program.buffers)
     if cbuf is not None:
-        c_step = int(np.prod(program.buffers[cbuf].shape[len(batch):], dtype=np.int64)) * it
+        c_step = M * N * it                 # the output is [batch..., M..., N...] (its unit axes perhaps dropped)
         Cm = _Matrix(lay.bases[cbuf], M, N, N * it, it, it)
         epi = None
     else:

@@ -109,15 +109,19 @@ def operand_view(e: Expr, buffers: Mapping[str, Buffer], rows: Sequence[Axis], c
 
 
 def direct_output(kernel: Kernel, c: Contract, buffers: Mapping[str, Buffer]) -> str | None:
-    """The output buffer when the epilogue is a plain store of the accumulator at the outer point (the GEMM can
-    write it in place); None when an epilogue must run."""
+    """The output buffer when the epilogue is a plain store of the accumulator at the outer point, or at its
+    axes of extent > 1 (the GEMM can write it in place); None when an epilogue must run."""
     st = kernel.stages[1:]
+    names = {c.local}
+    if len(st) == 2 and isinstance(st[0], Assign) and st[0].value == Local(c.local, c.dtype):
+        names.add(st.pop(0).local)          # a copy fused after the product (a reshape): `v = acc; out[..] = v`
     if len(st) != 1 or not isinstance(st[0], Store):
         return None
     s = st[0]
-    if not (isinstance(s.value, Local) and s.value.name == c.local):
+    if not (isinstance(s.value, Local) and s.value.name in names):
         return None
-    if tuple(s.index) != tuple(a.var for a in kernel.outer) or buffers[s.buf].dtype != c.dtype:
+    at = (tuple(a.var for a in kernel.outer), tuple(a.var for a in kernel.outer if a.extent != 1))
+    if tuple(s.index) not in at or buffers[s.buf].dtype != c.dtype:
         return None
     return s.buf
 

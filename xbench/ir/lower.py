@@ -219,6 +219,16 @@ def _final_store(k: Kernel) -> Store | None:
     return s if tuple(s.index) == want else None
 
 
+def _with_units(c: Kernel, p: Kernel) -> Kernel | None:
+    """Consumer `c` iterating `p`'s outer axes but those of extent 1 (a grouped convolution's one channel per
+    group, dropped by a reshape), with them put back: it then reads `p`'s output at its point, and fuses."""
+    units = [a for a in p.outer if a.extent == 1]
+    if not units or [a.extent for a in p.outer if a.extent != 1] != [a.extent for a in c.outer]:
+        return None
+    rest = iter(c.outer)
+    return dc_replace(c, outer=tuple(a if a.extent == 1 else next(rest) for a in p.outer))
+
+
 def _axis_extents(k: Kernel) -> dict[str, int]:
     out = {a.name: a.extent for a in k.outer}
     for s in k.stages:
@@ -240,6 +250,7 @@ def _try_merge(p: Kernel, c: Kernel, buf: str) -> Kernel | None:
         return None
     if _kind(p) == "contract" and len(c.outer) < len(p.outer):
         c = _unsplit(c) or c          # an epilogue written per row: give it back its point-wise form
+        c = _with_units(c, p) or c
     for k in range(min(len(p.outer), len(c.outer) or len(p.outer)), 0, -1):
         p2, c2 = _split(p, k), _split(c, k)
         if p2 is None or c2 is None:

@@ -1281,6 +1281,8 @@ class ContractWriter:
         buf = contraction.direct_output(self.k, self.c, self.w.program.buffers)
         if buf is None:
             return None
+        if len(self.w.program.buffers[buf].shape) != len(self.k.outer):      # written without its unit axes
+            buf = f"{buf}.reshape({tuple(a.extent for a in self.k.outer)})"
         base = f"{buf}[{', '.join(a.name for a in self.batch)}]" if self.batch else buf
         M, N = _prod(self.m), _prod(self.n)
         return base if len(self.m) == 1 and len(self.n) == 1 else f"{base}.reshape({M}, {N})"
