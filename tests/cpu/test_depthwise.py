@@ -91,3 +91,18 @@ def test_a_strided_depthwise_conv1d_writes_its_output_from_blas_without_a_copy()
     assert len(art.program.kernels) == 1 and "_C = " not in art.source       # no accumulator to copy out of
     want = _torch(torch.nn.functional.conv1d, x, w, stride=2, padding=1, groups=4)
     np.testing.assert_allclose(art.run(x, w)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@xb.tensor_op
+def relu6_depthwise(x: xb.Tensor, scale: xb.Tensor, w: xb.Tensor):
+    # the normalised, activated input is evaluated once per element into the padded plane, not once per tap
+    return xb.ops.conv2d(xb.ops.clamp(x * scale, 0.0, 6.0), w, stride=2, padding=1, groups=x.shape[1])
+
+
+def test_a_depthwise_conv2d_of_an_activated_input_evaluates_it_into_the_plane():
+    x, w = _case((9, 9), 6, (3, 3))
+    scale = np.linspace(0.5, 4, 6, dtype=np.float32).reshape(6, 1, 1)              # per channel
+    art = relu6_depthwise.compile("cpu", x, scale, w)
+    assert [k.kind for k in art.program.kernels] == ["contract"] and "_acc[_j] += _a * _X[_j + _o]" in art.source
+    want = _torch(torch.nn.functional.conv2d, np.clip(x * scale, 0, 6), w, stride=2, padding=1, groups=6)
+    np.testing.assert_allclose(art.run(x, scale, w)[0], want, rtol=1e-5, atol=1e-5)

@@ -283,12 +283,14 @@ def _window(buf: str, chan: Axis | None, ey: Expr, ex: Expr, cond: Expr | None, 
                      (stride[0], stride[1]))
 
 
-def plane_plan(kernel: Kernel) -> tuple[Load, ShiftPlan] | None:
+def plane_plan(kernel: Kernel) -> tuple[Expr, tuple[Expr, Expr], ShiftPlan] | None:
     """A float product over a window's taps alone whose right operand is a window over the last two dimensions
-    of its input, every other index of it free of the taps and the window position (a depthwise
-    convolution: the channel is a batch index): the read, and the ShiftPlan of one input plane (`chan` None);
-    else None. Each output plane is then a sum of the taps' runs over one zero-padded input plane, or with a
-    stride, over the plane's phases (the rows and columns congruent modulo the stride, each its own plane)."""
+    of its inputs, every other index free of the taps and the window position (a depthwise convolution, the
+    channel a batch index, perhaps of a normalised and activated input): the operand (without its bounds
+    check), the index (y, x) of its windowed reads, and the ShiftPlan of one input plane (`chan` None); else
+    None. Each output plane is then a sum of
+    the taps' runs over one zero-padded plane of the operand, or with a stride, over the plane's phases (the
+    rows and columns congruent modulo the stride, each its own plane)."""
     r = roles(kernel)
     if r is None:
         return None
@@ -301,12 +303,15 @@ def plane_plan(kernel: Kernel) -> tuple[Load, ShiftPlan] | None:
         if not (isinstance(e.b, Const) and e.b.value == 0):
             return None
         e, cond = e.a, e.cond
-    if not isinstance(e, Load) or e.dtype != c.dtype or len(e.index) < 2:
+    window = {a.name for a in (*n, *c.axes)}
+    reads = [ld for ld in E.loads(e) if free_indices(ld) & window]
+    if not reads or len(reads[0].index) < 2:
         return None
-    plan = _window(e.buf, None, e.index[-2], e.index[-1], cond, n, kx)
+    ey, ex = reads[0].index[-2:]
+    if any(tuple(ld.index[-2:]) != (ey, ex) or any(free_indices(i) & window for i in ld.index[:-2])
+           for ld in reads):
+        return None
+    plan = _window(reads[0].buf, None, ey, ex, cond, n, kx)
     if plan is None or any(a.extent > 1 for a in c.axes if a not in plan.taps):
         return None
-    window = {a.name for a in (*n, *c.axes)}
-    if any(free_indices(i) & window for i in e.index[:-2]):
-        return None
-    return e, plan
+    return e, (ey, ex), plan

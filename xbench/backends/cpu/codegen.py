@@ -1343,10 +1343,10 @@ class ContractWriter:
             depth += 1
         return depth
 
-    def plane(self, read: Load, plan: contraction.ShiftPlan) -> str:
-        """A depthwise convolution (`contraction.plane_plan`): per batch and M point, its input plane copied into
-        a zero-padded `_X` (with a stride, one padded plane per phase: the rows and columns congruent modulo
-        it), then each tap's contiguous run of its phase, times the tap's weight, added into `_acc` [Hout·Wp],
+    def plane(self, operand: Expr, window: tuple[Expr, Expr], plan: contraction.ShiftPlan) -> str:
+        """A depthwise convolution (`contraction.plane_plan`): per batch and M point, its operand's plane (the
+        input, or an elementwise function of it) evaluated once per element into a zero-padded `_X` (with a
+        stride, one padded plane per phase: the rows and columns congruent modulo it), then each tap's contiguous run of its phase, times the tap's weight, added into `_acc` [Hout·Wp],
         which the epilogue reads at the output's columns (the Wp - Wout past each row are computed and dropped):
         long unit-stride loops, where a plane's own rows (24 wide) are too short for the vector loop."""
         w, k, c = self.w, self.k, self.c
@@ -1366,7 +1366,9 @@ class ContractWriter:
                     src(f"for _x in range({max(0, -ox)}, {min(sx * wp, win - ox)}):")
                     with src.indent():
                         at = (E.add(Idx("_y"), E.const(oy)), E.add(Idx("_x"), E.const(ox)))
-                        (v,) = w.values(src, [Load(read.buf, (*read.index[:-2], *at), read.dtype)], bound, set())
+                        point = operand.map(lambda x: Load(x.buf, (*x.index[:-2], *at), x.dtype)
+                                            if isinstance(x, Load) and tuple(x.index[-2:]) == window else None)
+                        (v,) = w.values(src, [_acc(point, c.dtype)], bound, set())
                         phase = "" if (sy, sx) == (1, 1) else f"((_y % {sy}) * {sx} + _x % {sx}) * {P} + "
                         y, x = ("_y", "_x") if (sy, sx) == (1, 1) else (f"(_y // {sy})", f"(_x // {sx})")
                         src(f"_X[{phase}{y} * {wp} + {x}] = {v}")
