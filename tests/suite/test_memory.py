@@ -1,6 +1,9 @@
-"""Peak activation memory: the bytes autograd saves, counted exactly on a model small enough to do by hand, and
-the child-process measurement of a workload (torch's profiler records, xbench's arrays through tracemalloc)."""
+"""Peak activation memory: the bytes autograd saves, counted exactly on a model small enough to do by hand, the
+child-process measurement of a workload (torch's profiler records, xbench's arrays through tracemalloc), and the
+suite's, on the runs it has just timed."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -42,3 +45,19 @@ def test_a_workload_in_a_child_process():
         if engine == "xbench":              # xbench's activations are its own arrays, seen by tracemalloc
             assert r["numpy_peak_bytes"] > r["torch_peak_bytes"]
             assert r["peak_bytes"] == r["numpy_peak_bytes"] + r["torch_peak_bytes"]
+
+
+def test_the_suite_measures_memory_on_the_runs_it_has_just_timed():
+    # no second compile: the eager and xbench runs of the timing measure one more step each, in this process,
+    # with xbench's host pool emptied and keeping nothing (its reuse would hide the step's allocations)
+    from xbench.backends.cpu.runtime import POOL
+    from xbench.suite.runner import quick, run_suite
+    limit = POOL.limit
+    res = run_suite(replace(quick(only=("deepfm",)), gate_backends=(), varlen=False, memory=True), progress=False)
+    assert not res.errors and POOL.limit == limit
+    for engine in ("eager", "xbench"):
+        peak = res.find(workload="deepfm", engine=engine, metric="peak_activation_bytes")[0]
+        saved = res.value(workload="deepfm", engine=engine, metric="saved_activation_bytes")
+        assert saved > 0 and peak["value"] >= saved / 2
+        if engine == "xbench":
+            assert peak["detail"]["numpy_peak_bytes"] > peak["detail"]["torch_peak_bytes"]

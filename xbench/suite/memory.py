@@ -7,8 +7,9 @@ before it (weights, their gradients — zeroed in place, not freed — and optim
   total allocated after it; the peak of that total.
 - **xbench's allocator**: the cpu backend's results and temporaries are numpy arrays (blocks of its host pool,
   small arrays from numpy), which numpy reports to `tracemalloc`; the peak of the traced total. The pool keeps
-  freed blocks for reuse, which would hide a step's allocations, so the measurement runs in a child process with
-  the pool's cache off (`XBENCH_HOST_POOL_MB=0`). An xbench step's peak is the two added (an upper bound: the two
+  freed blocks for reuse, which would hide a step's allocations, so it is emptied and keeps none during the
+  measured step (`measure_here`: the suite measures the runs it has just timed; `in_child`: a child process
+  with the pool's cache off, `XBENCH_HOST_POOL_MB=0`). An xbench step's peak is the two added (an upper bound: the two
   allocators need not peak at the same moment; torch's share is the glue around xbench's programs).
 - **saved for backward**: the distinct storages autograd keeps between forward and backward (its saved-tensor
   hooks), other than the weights and inputs: the activations themselves, the same measure for every engine.
@@ -71,6 +72,17 @@ def measure(run: Run) -> dict:
     peak = torch_peak + (numpy_peak if run.engine == "xbench" else 0)
     return {"engine": run.engine, "precision": run.precision, "saved_bytes": sum(saved.values()),
             "torch_peak_bytes": torch_peak, "numpy_peak_bytes": numpy_peak, "peak_bytes": peak}
+
+
+def measure_here(run: Run) -> dict:
+    """`measure` in this process: xbench's host pool emptied first and keeping no freed block during the step."""
+    from ..backends.cpu.runtime import POOL
+    POOL.clear()
+    limit, POOL.limit = POOL.limit, 0
+    try:
+        return measure(run)
+    finally:
+        POOL.limit = limit
 
 
 def measure_workload(name: str, size: str, engines=("eager", "xbench"), precisions=("float32", "bfloat16")) -> list:

@@ -3,9 +3,9 @@
 Per workload, in one process: each engine and precision gets its own copy of the model; the first calls
 (compilation) are timed one by one, then the runs alternate (`timing.alternate`); each xbench run's recorded
 graphs are priced on the prediction targets (`predict`); the accuracy gate runs the workload at the gate size on
-each gate backend (`gate`), and a failure is bisected to its operator (`xbench.torch.bisect`). Then the training
-workloads' peak activation memory (`memory`, in a child process) and the variable-length BERT stream
-(`varlen`). A failure is recorded (`Results.errors`) and the run goes on with the rest.
+each gate backend (`gate`), and a failure is bisected to its operator (`xbench.torch.bisect`). A training
+workload's eager and xbench runs, just timed, then measure one step's peak activation memory (`memory`: warm,
+so nothing is compiled again for it). Last, the variable-length BERT stream (`varlen`). A failure is recorded (`Results.errors`) and the run goes on with the rest.
 """
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True
     names = options.workloads()
     res, run = Results.new_run(command, {k: v for k, v in asdict(options).items()})
     pub = [n for n in names if WORKLOADS[n].published] if options.published else []
-    stages = len(names) * (1 + len(options.gate_backends)) + int(options.memory) + int(options.varlen) + len(pub)
+    stages = len(names) * (1 + len(options.gate_backends)) + int(options.varlen) + len(pub)
     bar = Progress(stages, progress)
     t0 = time.perf_counter()
 
@@ -167,11 +167,6 @@ def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True
             bar.note(f"{name}: lowering its published size")
             _published(res, run, name, options, bar)
             bar.note(f"{name}: published size predicted", advance=True)
-            keep()
-        if options.memory:
-            bar.note("peak activation memory")
-            _memory(res, run, names, options)
-            bar.note("memory done", advance=True)
             keep()
         if options.varlen:
             bar.note("variable-length BERT")
@@ -216,6 +211,9 @@ def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) 
         except Exception as exc:
             _error(res, run, name, "timing", "", exc)
             return
+        if o.memory and w.mode == "train":
+            bar.note(f"{name}: peak activation memory")
+            _memory(res, run, name, [r for r in alive if r.engine in ("eager", "xbench")])
     for r in alive:
         samples = w.batch_size(r.batch)
         phases = timings[r.name]
@@ -363,23 +361,21 @@ def _bisect(name: str, backend: str, size: str) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _memory(res: Results, run: str, names: list[str], o: SuiteOptions) -> None:
-    from .memory import in_child
-    train = [n for n in names if WORKLOADS[n].mode == "train"]
-    engines = tuple(e for e in o.engines if e in ("eager", "xbench"))
-    for n in train:          # one child per workload: a failure loses that workload's numbers only
+def _memory(res: Results, run: str, name: str, runs: list[E.Run]) -> None:
+    """Peak activation memory of one training step of each run just timed (`memory.measure_here`)."""
+    from .memory import measure_here
+    w = WORKLOADS[name]
+    for r in runs:
         try:
-            rows = in_child([n], o.size, engines)
+            m = measure_here(r)
         except Exception as exc:
-            _error(res, run, n, "memory", "", exc)
+            _error(res, run, name, "memory", r.name, exc)
             continue
-        w = WORKLOADS[n]
-        for m in rows:
-            common = dict(workload=n, domain=w.domain, mode="train", size=o.size, precision=m["precision"],
-                          platform="cpu", engine=m["engine"], source="measured")
-            res.add(run, **common, metric="peak_activation_bytes", value=m["peak_bytes"], unit="B",
-                    detail={"torch_peak_bytes": m["torch_peak_bytes"], "numpy_peak_bytes": m["numpy_peak_bytes"]})
-            res.add(run, **common, metric="saved_activation_bytes", value=m["saved_bytes"], unit="B")
+        common = dict(workload=name, domain=w.domain, mode="train", size=r.size, precision=m["precision"],
+                      platform="cpu", engine=m["engine"], source="measured")
+        res.add(run, **common, metric="peak_activation_bytes", value=m["peak_bytes"], unit="B",
+                detail={"torch_peak_bytes": m["torch_peak_bytes"], "numpy_peak_bytes": m["numpy_peak_bytes"]})
+        res.add(run, **common, metric="saved_activation_bytes", value=m["saved_bytes"], unit="B")
 
 
 def _varlen(res: Results, run: str, o: SuiteOptions, bar: Progress) -> None:
