@@ -136,6 +136,29 @@ def test_concurrent_writers(tmp_path):
     assert len(TuningDB(tmp_path / "c.sqlite").measured("k")) == 600
 
 
+@pytest.mark.parametrize("where", ["a table's name in the schema", "a stored value"])
+def test_text_that_is_not_utf8_is_damage_and_the_database_starts_afresh(tmp_path, where, caplog):
+    """A flipped byte in text SQLite hands back (a schema name quoted in its error, a value) surfaces as Python's
+    UnicodeDecodeError, not as SQLite's 'malformed': it is damage like any other (CI met the first on its way to
+    `PRAGMA journal_mode`, and every operator call failed)."""
+    path = tmp_path / "t.sqlite"
+    db = TuningDB(path)
+    db.set_best("k", {"tile": 8}, 1.0, 2.0, False)
+    db._local.conn.close()
+    raw = bytearray(path.read_bytes())
+    if where == "a stored value":
+        i = raw.find(b'{"tile": 8}') + 2
+    else:
+        i = raw.find(b"tablebestbest") + 5          # the 'name' column of the table's schema record
+    raw[i] = 0xFF
+    path.write_bytes(bytes(raw))
+    again = TuningDB(path)
+    assert again.best("k") is None                  # the damaged database was set aside: nothing tuned, no error
+    assert "is damaged" in caplog.text and path.with_name("t.sqlite.damaged").exists()
+    again.set_best("k", {"tile": 16}, 1.0, 2.0, False)
+    assert again.best("k") == {"tile": 16}
+
+
 def test_cpu_tuning_measures_verifies_and_is_used():
     x = rng.standard_normal((64, 256)).astype(np.float32)
     res = xb.tune(xb.ops.softmax, x, backend="cpu", budget=4, workers=2, progress=False)

@@ -51,12 +51,14 @@ _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 _checked: set[tuple] = set()           # (path, inode) whose integrity this process has checked
 
 
-def _damaged(exc: sqlite3.DatabaseError) -> bool:
+def _damaged(exc: Exception) -> bool:
+    if isinstance(exc, UnicodeDecodeError):
+        return True                    # text SQLite handed back (a schema name in its error, a value) is not UTF-8
     code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    if code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return True
     text = str(exc).lower()
-    return "malformed" in text or "not a database" in text
+    return "malformed" in text or "not a database" in text or "could not decode to utf-8" in text
 
 
 class TuningDB:
@@ -104,7 +106,7 @@ class TuningDB:
         for attempt in (0, 1):
             try:
                 return fn(self._conn())
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
                 if attempt == 0 and _damaged(exc):
                     self._set_aside(exc)
                     continue
@@ -136,7 +138,7 @@ class TuningDB:
         log.warning("the tuning database %s is damaged (%s); it was moved to %s and a fresh one started: tuned "
                     "schedules are measured again", self.path, exc, aside)
 
-    def _error(self, exc: sqlite3.DatabaseError) -> CacheError:
+    def _error(self, exc: Exception) -> CacheError:
         text = str(exc)
         if "readonly" in text or "read-only" in text:
             hint = "make the cache folder writable, or point XBENCH_CACHE_DIR at a writable folder"
