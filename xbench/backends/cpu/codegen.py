@@ -270,7 +270,8 @@ class ModuleWriter:
     def _fast(self, fn: str, dtype: str, args: list[str]) -> str | None:
         if not self.fast_math or mathlib is None:
             return None
-        entry = getattr(mathlib, "FUNCTIONS", {}).get((fn, dtype))
+        # 16-bit floats compute in float32 (one rounding on the store): float32's helpers serve them
+        entry = getattr(mathlib, "FUNCTIONS", {}).get((fn, compute_dtype(dtype)))
         if entry is None:
             return None
         self.helpers.add(f"math:{fn}")

@@ -9,7 +9,8 @@ arithmetic with bit casts, so loops that use them still vectorise. `SOURCE` is p
 from __future__ import annotations
 
 SOURCE = '''
-from xbench.backends.cpu.mathlib import f32_as_i32 as _lp_f2i, i32_as_f32 as _lp_i2f, rint as _lp_rint
+from xbench.backends.cpu.mathlib import (
+    bf16_bits as _lp_f2bf, f32_as_i32 as _lp_f2i, i32_as_f32 as _lp_i2f, rint as _lp_rint)
 
 
 @numba.njit(inline="always", error_model="numpy", cache=True)
@@ -50,11 +51,7 @@ def _xb_bf16_load(h):
 @numba.njit(inline="always", error_model="numpy", cache=True)
 def _xb_bf16_store(x):
     """float32 -> bfloat16 bits, round to nearest even; NaN stays a quiet NaN."""
-    u = _lp_f2i(np.float32(x))
-    r = (u + np.int32(0x7FFF) + ((u >> np.int32(16)) & np.int32(1))) >> np.int32(16)
-    nan = np.int32(u & np.int32(0x7FFFFFFF)) > np.int32(0x7F800000)
-    r = ((u >> np.int32(16)) | np.int32(0x40)) if nan else r
-    return np.uint16(r & np.int32(0xFFFF))
+    return _lp_f2bf(np.float32(x))
 '''
 
 LOAD = {"float16": "_xb_f16_load", "bfloat16": "_xb_bf16_load"}

@@ -138,6 +138,26 @@ def i64_as_f64(typingctx, n):
     return _bitcast(types.int64, types.float64, ir.DoubleType())(typingctx, n)
 
 
+@intrinsic
+def bf16_bits(typingctx, x):
+    """float32 -> bfloat16 bits (uint16): round to nearest even, NaN kept a quiet NaN. In 32-bit integer lanes:
+    the same rounding in numba's arithmetic widens to int64, and LLVM 22's AVX-512 code for those lanes, after
+    an inlined helper's sign-bit select (tanh), stored wrong bits."""
+    if x != types.float32:
+        return None
+    i32 = ir.IntType(32)
+
+    def codegen(context, builder, signature, args):
+        c = lambda v: ir.Constant(i32, v)                                   # noqa: E731
+        u = builder.bitcast(args[0], i32)
+        high = builder.lshr(u, c(16))
+        rounded = builder.lshr(builder.add(u, builder.add(c(0x7FFF), builder.and_(high, c(1)))), c(16))
+        nan = builder.icmp_unsigned(">", builder.and_(u, c(0x7FFFFFFF)), c(0x7F800000))
+        return builder.trunc(builder.select(nan, builder.or_(high, c(0x40)), rounded), ir.IntType(16))
+
+    return types.uint16(x), codegen
+
+
 # Order keys: a float's bits as a signed integer whose order is the float order, so a max/min reduction runs as
 # an integer one, which LLVM vectorises without fast-math flags (a NaN-propagating float select chain stays
 # scalar). key = bits ^ ((bits >> (w-1)) & INT_MAX) flips the magnitude of negatives; it is its own inverse.
@@ -634,13 +654,14 @@ _DECO = '@numba.njit(inline="always", fastmath=_XB_MATH_FLAGS, error_model="nump
 
 
 def _set_sign(y: str, x: str, dt: str = "float32", op: str = "|") -> str:
-    """Statements giving ``y`` (>= 0) the sign bit of ``x`` (``op="^"``: flipping it). Integer ops, so
-    ``nsz`` cannot lose the sign of zero."""
-    b, i, m, s = ("32", "np.int32", "0x7FFFFFFF", "-0x80000000") if dt == "float32" else \
-        ("64", "np.int64", "0x7FFFFFFFFFFFFFFF", "-0x8000000000000000")
-    keep = f"_xb_f{b}_as_i{b}({y})" if op == "^" else f"(_xb_f{b}_as_i{b}({y}) & {i}({m}))"
-    return (f"    sign = _xb_f{b}_as_i{b}({x}) & {i}({s})\n"
-            f"    {y} = _xb_i{b}_as_f{b}({i}({keep} {op} sign))")
+    """A statement giving ``y`` the sign of ``x`` (``op="^"``: flipping ``y``'s sign where ``x``'s is set), through
+    ``llvm.copysign``: exact under the kernels' fast-math flags (no ``nsz``). Not integer bit operations: LLVM 22's
+    AVX-512 code merged ``(bits(x) & sign) | (bits(y) & ~sign)`` wrongly where it knew x's low half zero (an input
+    widened from bfloat16), and tanh of bf16 came out as tiny numbers."""
+    one = "np.float32(1.0)" if dt == "float32" else "1.0"
+    if op == "^":
+        return f"    {y} = {y} * math.copysign({one}, {x})"
+    return f"    {y} = math.copysign({y}, {x})"
 
 
 def _exp_ir(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -1053,7 +1074,9 @@ FUNCTIONS: dict[tuple[str, str], MathFn] = {
     )
 }
 
-_PRELUDE = '''import numba
+_PRELUDE = '''import math
+
+import numba
 import numpy as np
 
 from xbench.backends.cpu.mathlib import (
