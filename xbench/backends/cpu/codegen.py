@@ -23,7 +23,7 @@ from ...ir.expr import INDEX, Call, Cast, Expr, Idx, Load, Local
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
-from . import lowp, memory, winograd
+from . import bf16gemm, lowp, memory, winograd
 
 try:
     from . import mathlib
@@ -210,6 +210,9 @@ class ModuleWriter:
         self.helpers.add("lowp")
         if op == "+=":
             value = f"{lowp.LOAD[b.dtype]}({target}) + {value}"
+        rounded = f"{lowp.LOAD[b.dtype]}({lowp.STORE[b.dtype]}("
+        if value.startswith(rounded) and value.endswith("))") and _balanced(value[len(rounded):-2]):
+            value = value[len(rounded):-2]        # a cast to the buffer's own type: its store rounds once
         return f"{target} = {lowp.STORE[b.dtype]}({value})"
 
     # ---- scalar functions ----------------------------------------------------------------------------
@@ -311,6 +314,8 @@ class ModuleWriter:
             src("from xbench.backends.cpu.memory import prefetch as _xb_prefetch, stream as _xb_stream")
         if "dot" in self.helpers:
             src("from xbench.backends.cpu.blas import dot as _xb_dot")
+        if "gemm_bf16" in self.helpers:
+            src("from xbench.backends.cpu.bf16gemm import gemm as _xb_gemm_bf16, gemm_serial as _xb_gemm_bf16_serial")
         if "dot_add" in self.helpers:
             src("from xbench.backends.cpu.blas import dot_add as _xb_dot_add")
         if "tap_gemms" in self.helpers:
@@ -907,6 +912,16 @@ def recompute_rows(k: Kernel) -> list:
     return out
 
 
+def _balanced(text: str) -> bool:
+    """Whether every parenthesis in `text` closes within it (so it is one argument, not the end of another)."""
+    depth = 0
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def canonical(text: str) -> str:
     """A generated function's code with its own names (the function, parameters, locals) numbered in order of
     first use: equal for kernels that differ only in the names of buffers, axes and locals."""
@@ -1042,12 +1057,26 @@ class ContractWriter:
             with _Indent(src, depth):
                 flat = E.linear(tuple(a.var for a in cols), tuple(a.extent for a in cols))
                 (v,) = self.w.values(src, [_acc(e, dtype)], set(), set())
-                src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {v}")
+                src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
+
+    def _stored(self, value: str, dtype: str) -> str:
+        """`value` (computed in float32 for a 16-bit float) as a packed operand of `dtype` holds it."""
+        if dtype not in lowp.STORE:
+            return value
+        self.w.helpers.add("lowp")
+        return f"{lowp.STORE[dtype]}({value})"
+
+    def _bf16_pairs(self) -> bool:
+        """Both operands bfloat16, summed in float32, on a CPU that multiplies bfloat16 pairs (`bf16gemm`)."""
+        c = self.c
+        return c.dtype == "float32" and c.lhs.dtype == c.rhs.dtype == "bfloat16" and bf16gemm.available()
 
     def blas(self) -> str:
         w, k, c = self.w, self.k, self.c
         dt = c.dtype
-        w.helpers.add("dot")
+        pairs = self._bf16_pairs()
+        od = "bfloat16" if pairs else dt          # the operands' dtype as the GEMM reads them
+        w.helpers.add("gemm_bf16" if pairs else "dot")
         src = Source()
         src(f"def {k.name}({', '.join(w.params(k))}):")
         M, N, K = _prod(self.m), _prod(self.n), _prod(self.kaxes)
@@ -1056,41 +1085,46 @@ class ContractWriter:
         rhs_b = bool({a.name for a in self.batch} & E.free_indices(c.rhs))
         direct_out = self._direct_out()
         with src.indent():
-            lview = self._view(_acc(c.lhs, dt), self.m, self.kaxes) if c.lhs.dtype == dt else None
-            rview = self._view(_acc(c.rhs, dt), self.kaxes, self.n) if c.rhs.dtype == dt else None
-            split = self._k_split() if B == 1 and (lview is None or rview is None) else None
+            lview = self._view(_acc(c.lhs, od), self.m, self.kaxes) if c.lhs.dtype == od else None
+            rview = self._view(_acc(c.rhs, od), self.kaxes, self.n) if c.rhs.dtype == od else None
+            split = self._k_split() if B == 1 and not pairs and (lview is None or rview is None) else None
             if split is not None:
                 self._split_gemms(src, *split, direct_out)
                 return src.text()
             per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
-            panel = int(self.sched.get("panel", 0)) if rview is None and direct_out is not None else 0
+            panel = int(self.sched.get("panel", 0)) if rview is None and direct_out is not None and not pairs else 0
             if panel:
                 rview = "_P"               # no whole packed operand
-            alloc = {"_A": (lview is None, lhs_b, f"({M}, {K})"), "_B": (rview is None, rhs_b, f"({K}, {N})"),
-                     "_C": (direct_out is None, True, f"({M}, {N})")}
-            for name, (needed, varies, shape) in alloc.items():
+            ot = "np.uint16" if pairs else NP_TYPES[dt]
+            alloc = {"_A": (lview is None, lhs_b, f"({M}, {K})", ot), "_B": (rview is None, rhs_b, f"({K}, {N})", ot),
+                     "_C": (direct_out is None, True, f"({M}, {N})", NP_TYPES[dt])}
+            for name, (needed, varies, shape, t) in alloc.items():
                 if needed and not (per_batch and varies):
-                    src(f"{name} = _xb_new({shape}, {NP_TYPES[dt]})")
+                    src(f"{name} = _xb_new({shape}, {t})")
             if lview is None and not lhs_b:
-                self._pack(src, "_A", c.lhs, self.m, self.kaxes, dt)
+                self._pack(src, "_A", c.lhs, self.m, self.kaxes, od)
             if rview is None and not rhs_b:
-                self._pack_rhs(src, c.rhs, dt)
+                self._pack_rhs(src, c.rhs, od)
             # one GEMM per core (batch_parallel, BLAS limited to one thread by the host) or BLAS threads per GEMM
             src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
             with src.indent():
-                for name, (needed, varies, shape) in alloc.items():
+                for name, (needed, varies, shape, t) in alloc.items():
                     if needed and per_batch and varies:
-                        src(f"{name} = _xb_new({shape}, {NP_TYPES[dt]})" + SCRATCH)
+                        src(f"{name} = _xb_new({shape}, {t})" + SCRATCH)
                 unravel(src, "_b", self.batch, "_br")
                 if lview is None and lhs_b:
-                    self._pack(src, "_A", c.lhs, self.m, self.kaxes, dt)
+                    self._pack(src, "_A", c.lhs, self.m, self.kaxes, od)
                 if rview is None and rhs_b:
-                    self._pack_rhs(src, c.rhs, dt)
+                    self._pack_rhs(src, c.rhs, od)
                 a_ = lview or "_A"
                 b_ = rview or "_B"
                 out = direct_out or "_C"
                 if panel:
                     self._panels(src, a_, c.rhs, dt, out, panel)
+                elif pairs and per_batch:
+                    src(f"_xb_gemm_bf16_serial({a_}, {b_}, {out})")
+                elif pairs:
+                    src(f"_xb_gemm_bf16({a_}, {b_}, {out}, {w.threads})")
                 else:
                     src(f"_xb_dot({a_}, {b_}, {out})")
                 if direct_out is None:
@@ -1275,7 +1309,7 @@ class ContractWriter:
             with _Indent(src, depth):
                 flat = E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n))
                 (v,) = self.w.values(src, [e2], set(), set())
-                src(f"_B[_p, {self.w.emitter.expr(flat)}] = {v}")
+                src(f"_B[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dt)}")
 
     def _direct_out(self) -> str | None:
         """When the epilogue is a plain store of the accumulator, BLAS writes straight into the output."""

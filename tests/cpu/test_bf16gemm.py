@@ -1,0 +1,73 @@
+"""The bfloat16 GEMM (vdpbf16ps micro-kernel, packing, blocking, threads) against float64 products of the same
+bfloat16 values, over every operand layout and edge, and the contractions that take it."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xbench as xb
+from xbench.backends.cpu import bf16gemm as G
+
+pytestmark = pytest.mark.skipif(not G.available(), reason="this CPU has no AVX512-BF16 (contractions use SGEMM)")
+rng = np.random.default_rng(5)
+
+
+def bits(shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
+def value(b: np.ndarray) -> np.ndarray:
+    return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def layouts(M, K, N):
+    a, at = bits((M, K)), bits((K, M)).T
+    b, bt = bits((K, N)), bits((N, K)).T
+    return {"row x row": (a, b), "row x col": (a, bt), "col x row": (at, b), "col x col": (at, bt),
+            "strided": (bits((M, 2 * K))[:, ::2], bits((K, N + 3))[:, 1:N + 1])}
+
+
+# a whole tile, edge tiles in both directions, odd K, several KC blocks, more row blocks than threads
+@pytest.mark.parametrize("M,K,N", [(G.MR, 2, G.NR), (37, 19, 53), (1, 1, 1), (130, 2 * G.KC * 2 + 3, 70),
+                                   (4 * G.MC + 5, 64, 3 * G.NR + 17)])
+def test_gemm_matches_float64_products_of_the_same_values(M, K, N):
+    for name, (a, b) in layouts(M, K, N).items():
+        want = value(a) @ value(b)
+        out = np.full((M, N), np.nan, np.float32)
+        G.gemm(a, b, out, 2)
+        # sums of K products in float32: a few units in the last place of the largest partial sums
+        tol = 4 * K * np.finfo(np.float32).eps * (np.abs(value(a)) @ np.abs(value(b)))
+        assert (np.abs(out - want) <= tol + 1e-30).all(), name
+        serial = np.full((M, N), np.nan, np.float32)
+        G.gemm_serial(a, b, serial)
+        np.testing.assert_array_equal(serial, out, err_msg=name)       # the same sums in the same order
+
+
+def test_a_strided_output_and_an_empty_contraction():
+    a, b = bits((20, 30)), bits((30, 50))
+    big = np.full((20, 120), np.nan, np.float32)
+    G.gemm(a, b, big[:, 10:60], 2)
+    np.testing.assert_allclose(big[:, 10:60], value(a) @ value(b), rtol=1e-5, atol=1e-4)
+    assert np.isnan(big[:, :10]).all() and np.isnan(big[:, 60:]).all()          # nothing written outside
+    out = np.full((4, 5), np.nan, np.float32)
+    G.gemm(bits((4, 0)), bits((0, 5)), out, 2)
+    assert (out == 0).all()
+
+
+def _bf16(shape):
+    return rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("case", ["matmul", "transposed", "batched", "packed operand"])
+def test_bfloat16_contractions_run_on_the_bf16_gemm_and_verify(case):
+    if case == "matmul":
+        op, args = xb.ops.matmul, (_bf16((70, 96)), _bf16((96, 130)))
+    elif case == "transposed":
+        op, args = xb.ops.linear, (_bf16((70, 96)), _bf16((130, 96)), _bf16(130))
+    elif case == "batched":
+        op, args = xb.ops.matmul, (_bf16((3, 40, 64)), _bf16((3, 64, 72)))
+    else:
+        op, args = xb.ops.matmul, (_bf16((40, 64)).T, _bf16((40, 72)))
+    source = "\n".join(k.source for k in op.compile("cpu", *args).kernels)
+    assert "_xb_gemm_bf16" in source and "_xb_dot(" not in source
+    for r in xb.verify(op, *args, backend="cpu"):
+        assert r.ok, f"{case}: {r.message}"

@@ -1,0 +1,309 @@
+"""GEMM of bfloat16 operands into float32 on CPUs with AVX512-BF16, for contractions whose operands are
+bfloat16 (autocast's matmuls, linears and attention).
+
+OpenBLAS has no bfloat16 GEMM: through SGEMM both operands are first widened and then multiplied at float32's
+rate. `vdpbf16ps` multiplies 16 pairs of bfloat16 and adds both products of each pair into a float32 lane: 32
+products per instruction, twice an FMA's. The micro-kernel is LLVM IR emitted by a numba intrinsic (an MR x NR
+tile of float32 sums held in registers over KC pairs of the contraction); blocking and packing around it are
+plain numba:
+
+- B is packed once into panels of NR columns, each column's pair of consecutive k adjacent (the instruction's
+  operand layout), zero-padded to whole panels and pairs;
+- each work item (a block of MC rows, and a group of panels when there are fewer row blocks than threads) packs
+  its rows of A the same way, MR rows per micro-panel, and runs the micro-kernel over every tile, KC pairs at a
+  time, storing (first block) or adding into C.
+
+Numbers: the instruction rounds each product pair's sum into its lane and flushes subnormal inputs and results to
+zero (as oneDNN's bfloat16 GEMM, which PyTorch runs on such CPUs); the order of the sums differs from SGEMM's,
+well within bfloat16's tolerance.
+"""
+from __future__ import annotations
+
+import functools
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+MR, NV = 6, 4                 # a tile of MR rows by NV vectors of 16 columns: 24 accumulators in registers
+NR = 16 * NV
+KC = 256                      # pairs of k per micro-kernel call (A's micro-panel: 6 KiB, in L1; B's: 64 KiB, in L2)
+MC = 48                       # rows per work item
+
+
+@functools.cache
+def available() -> bool:
+    """Whether numba compiles for a CPU with AVX512-BF16 (the host's, unless NUMBA_CPU_NAME names another)."""
+    import llvmlite.binding as ll
+    if numba.config.CPU_NAME not in (None, "host"):
+        return "+avx512bf16" in (numba.config.CPU_FEATURES or "")
+    try:
+        return bool(ll.get_host_cpu_features().get("avx512bf16"))
+    except RuntimeError:
+        return False
+
+
+class _BFloat(ir.Type):
+    """LLVM's `bfloat` (llvmlite names no such type); vdpbf16ps's intrinsic takes vectors of it."""
+
+    def _to_string(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, _BFloat)
+
+    def __hash__(self):
+        return hash("bfloat")
+
+
+@intrinsic
+def tile(typingctx, a_addr, b_addr, pairs, c_addr, ldc, accumulate):
+    """C[MR, NR] (float32 rows `ldc` elements apart at c_addr) = (C if accumulate else 0) + A's micro-panel (pairs
+    x MR uint32 at a_addr: the bfloat16 of row r at k = 2p, 2p + 1) times B's (pairs x NR uint32 at b_addr);
+    pairs >= 1."""
+    if not all(isinstance(t, types.Integer) for t in (a_addr, b_addr, pairs, c_addr, ldc)):
+        return None
+    if not isinstance(accumulate, (types.Boolean, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+        v16i, v16f, v32b = ir.VectorType(i32, 16), ir.VectorType(f32, 16), ir.VectorType(_BFloat(), 32)
+        a, b, n, c, ld = (builder.sext(v, i64) if v.type.width < 64 else v for v in args[:5])
+        add = builder.icmp_unsigned("!=", args[5], ir.Constant(args[5].type, 0))
+        name = "llvm.x86.avx512bf16.dpbf16ps.512"
+        dot = builder.module.globals.get(name) or ir.Function(builder.module,
+                                                              ir.FunctionType(v16f, [v16f, v32b, v32b]), name)
+        pa, pb, pc = (builder.inttoptr(a, i32.as_pointer()), builder.inttoptr(b, v16i.as_pointer()),
+                      builder.inttoptr(c, f32.as_pointer()))
+
+        def c_vector(r, v):                   # row r, columns [16 v, 16 v + 16) of C
+            at = builder.gep(pc, [builder.add(builder.mul(ir.Constant(i64, r), ld), ir.Constant(i64, 16 * v))])
+            return builder.bitcast(at, v16f.as_pointer())
+
+        entry = builder.block
+        load = builder.append_basic_block("tile.load")
+        loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
+        builder.cbranch(add, load, loop)
+        builder.position_at_end(load)
+        start = []
+        for r in range(MR):
+            row = []
+            for v in range(NV):
+                ld_ = builder.load(c_vector(r, v))
+                ld_.align = 4
+                row.append(ld_)
+            start.append(row)
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        p = builder.phi(i64)
+        p.add_incoming(ir.Constant(i64, 0), entry)
+        p.add_incoming(ir.Constant(i64, 0), load)
+        acc = [[builder.phi(v16f) for _ in range(NV)] for _ in range(MR)]
+        for r in range(MR):
+            for v in range(NV):
+                acc[r][v].add_incoming(ir.Constant(v16f, None), entry)
+                acc[r][v].add_incoming(start[r][v], load)
+        cols = []
+        for v in range(NV):
+            ld_ = builder.load(builder.gep(pb, [builder.add(builder.mul(p, ir.Constant(i64, NV)), ir.Constant(i64, v))]))
+            ld_.align = 4
+            cols.append(builder.bitcast(ld_, v32b))
+        undef, zeros = ir.Constant(v16i, ir.Undefined), ir.Constant(v16i, [0] * 16)
+        new = []
+        for r in range(MR):
+            ld_ = builder.load(builder.gep(pa, [builder.add(builder.mul(p, ir.Constant(i64, MR)), ir.Constant(i64, r))]))
+            ld_.align = 4
+            pair = builder.bitcast(builder.shuffle_vector(builder.insert_element(undef, ld_, ir.Constant(i32, 0)),
+                                                          undef, zeros), v32b)
+            new.append([builder.call(dot, [acc[r][v], pair, cols[v]]) for v in range(NV)])
+        nxt = builder.add(p, ir.Constant(i64, 1))
+        p.add_incoming(nxt, loop)
+        for r in range(MR):
+            for v in range(NV):
+                acc[r][v].add_incoming(new[r][v], loop)
+        builder.cbranch(builder.icmp_signed("<", nxt, n), loop, done)
+        builder.position_at_end(done)
+        for r in range(MR):
+            for v in range(NV):
+                builder.store(new[r][v], c_vector(r, v)).align = 4
+        return context.get_dummy_value()
+
+    return types.void(a_addr, b_addr, pairs, c_addr, ldc, accumulate), codegen
+
+
+@intrinsic
+def interleave(typingctx, dst_addr, lo_addr, hi_addr, vectors):
+    """dst[i] = lo[i] | hi[i] << 16 for i < 16 * vectors: two runs of uint16 (rows 2p and 2p + 1 of a row-major B)
+    into the uint32 pairs of a panel, 16 at a time."""
+    if not all(isinstance(t, types.Integer) for t in (dst_addr, lo_addr, hi_addr, vectors)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i16, i32, i64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+        v16s, v16i = ir.VectorType(i16, 16), ir.VectorType(i32, 16)
+        dst, lo, hi, n = (builder.sext(v, i64) if v.type.width < 64 else v for v in args)
+        pd, pl, ph = (builder.inttoptr(dst, v16i.as_pointer()), builder.inttoptr(lo, v16s.as_pointer()),
+                      builder.inttoptr(hi, v16s.as_pointer()))
+        with cgutils.for_range(builder, n) as loop:
+            i = loop.index
+            lo_v, hi_v = builder.load(builder.gep(pl, [i])), builder.load(builder.gep(ph, [i]))
+            lo_v.align = hi_v.align = 2
+            both = builder.or_(builder.zext(lo_v, v16i), builder.shl(builder.zext(hi_v, v16i),
+                                                                      ir.Constant(v16i, [16] * 16)))
+            builder.store(both, builder.gep(pd, [i])).align = 4
+        return context.get_dummy_value()
+
+    return types.void(dst_addr, lo_addr, hi_addr, vectors), codegen
+
+
+@numba.njit(nogil=True, cache=True)
+def _pair(lo, hi):
+    return np.uint32(lo) | (np.uint32(hi) << np.uint32(16))
+
+
+@numba.njit(nogil=True, cache=True)
+def _pack_b_panel(b, bp, j):
+    """Panel j of B ([K, N] uint16) into bp[j] ([pairs, NR] uint32), read along B's contiguous axis."""
+    K, N = b.shape
+    n0 = j * NR
+    width = min(NR, N - n0)
+    if b.strides[0] < b.strides[1]:                     # columns contiguous (a transposed weight): down each
+        for c in range(width):
+            for p in range(K // 2):
+                bp[j, p, c] = _pair(b[2 * p, n0 + c], b[2 * p + 1, n0 + c])
+            if K % 2:
+                bp[j, K // 2, c] = _pair(b[K - 1, n0 + c], 0)
+    else:
+        vectors = width // 16 if b.strides[1] == 2 else 0
+        for p in range(K // 2):
+            if vectors:
+                interleave(bp[j, p].ctypes.data, b[2 * p, n0:].ctypes.data, b[2 * p + 1, n0:].ctypes.data, vectors)
+            for c in range(16 * vectors, width):
+                bp[j, p, c] = _pair(b[2 * p, n0 + c], b[2 * p + 1, n0 + c])
+        if K % 2:
+            for c in range(width):
+                bp[j, K // 2, c] = _pair(b[K - 1, n0 + c], 0)
+    for p in range(bp.shape[1]):
+        for c in range(width, NR):
+            bp[j, p, c] = 0
+
+
+@numba.njit(nogil=True, cache=True)
+def _pack_a(a, ap, m0, tiles):
+    """Rows [m0, m0 + tiles * MR) of A ([M, K] uint16) into ap ([tiles, pairs, MR] uint32), rows past M zero."""
+    M, K = a.shape
+    pairs = ap.shape[1]
+    for t in range(tiles):
+        top = m0 + t * MR
+        live = max(0, min(MR, M - top))
+        if a.strides[1] < a.strides[0]:                 # rows contiguous: along each row
+            for r in range(live):
+                for p in range(K // 2):
+                    ap[t, p, r] = _pair(a[top + r, 2 * p], a[top + r, 2 * p + 1])
+                if K % 2:
+                    ap[t, K // 2, r] = _pair(a[top + r, K - 1], 0)
+        else:                                           # columns contiguous (a transposed operand): across rows
+            for p in range(K // 2):
+                for r in range(live):
+                    ap[t, p, r] = _pair(a[top + r, 2 * p], a[top + r, 2 * p + 1])
+            if K % 2:
+                for r in range(live):
+                    ap[t, K // 2, r] = _pair(a[top + r, K - 1], 0)
+        for p in range(pairs):
+            for r in range(live, MR):
+                ap[t, p, r] = 0
+
+
+@numba.njit(nogil=True, cache=True)
+def _item(a, bp, out, m0, j0, j1, ap, acc):
+    """Rows [m0, m0 + MC) of out over B's panels [j0, j1): A's rows packed into ap ([MC // MR, pairs, MR]),
+    each tile's sums stored into C (first KC block) or added; edge tiles go through acc ([MR, NR])."""
+    M = a.shape[0]
+    N = out.shape[1]
+    pairs = ap.shape[1]
+    rows = min(MC, M - m0)
+    tiles = (rows + MR - 1) // MR
+    _pack_a(a, ap, m0, tiles)
+    direct = out.strides[1] == 4 and out.strides[0] % 4 == 0
+    ldc = out.strides[0] // 4
+    for p0 in range(0, pairs, KC):
+        n = min(KC, pairs - p0)
+        for j in range(j0, j1):
+            n0 = j * NR
+            width = min(NR, N - n0)
+            for t in range(tiles):
+                top = m0 + t * MR
+                height = min(MR, M - top)
+                if direct and width == NR and height == MR:          # a whole tile: into C itself
+                    tile(ap[t, p0:].ctypes.data, bp[j, p0:].ctypes.data, n, out[top, n0:].ctypes.data, ldc, p0 > 0)
+                    continue
+                for r in range(height):                           # an edge tile (or a strided C): through acc
+                    for c in range(width):
+                        acc[r, c] = out[top + r, n0 + c] if p0 > 0 else 0.0
+                tile(ap[t, p0:].ctypes.data, bp[j, p0:].ctypes.data, n, acc.ctypes.data, NR, p0 > 0)
+                for r in range(height):
+                    for c in range(width):
+                        out[top + r, n0 + c] = acc[r, c]
+
+
+@numba.njit(nogil=True, cache=True)
+def _plan(M, N, threads):
+    """(row blocks, panels, panel groups): as many groups as it takes to give every thread four items (each
+    group packs its row block of A again: a pass over A per group, against the imbalance of a thread's last
+    block)."""
+    blocks = (M + MC - 1) // MC
+    panels = (N + NR - 1) // NR
+    groups = min(panels, max(1, (4 * threads + blocks - 1) // blocks))
+    return blocks, panels, groups
+
+
+@numba.njit(nogil=True, cache=True)
+def _zero(out):
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = 0.0
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def gemm(a, b, out, threads):
+    """out[M, N] (float32) = a[M, K] @ b[K, N], a and b bfloat16 bits (uint16, any strides), on `threads` of numba's
+    threads (an argument: numba.get_num_threads() in compiled code keeps the function out of numba's cache)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if K == 0:
+        _zero(out)
+        return
+    pairs = (K + 1) // 2
+    blocks, panels, groups = _plan(M, N, threads)
+    bp = np.empty((panels, pairs, NR), np.uint32)
+    for j in numba.prange(panels):
+        _pack_b_panel(b, bp, j)
+    items = blocks * groups
+    for t in numba.prange(threads):              # one range of items per thread, with its own scratch
+        ap = np.empty((MC // MR, pairs, MR), np.uint32)
+        acc = np.empty((MR, NR), np.float32)
+        for w in range(items * t // threads, items * (t + 1) // threads):
+            i, g = w // groups, w % groups
+            _item(a, bp, out, i * MC, panels * g // groups, panels * (g + 1) // groups, ap, acc)
+
+
+@numba.njit(nogil=True, cache=True)
+def gemm_serial(a, b, out):
+    """`gemm` on the calling thread alone (inside a kernel's own parallel loop: one GEMM per core)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if K == 0:
+        _zero(out)
+        return
+    pairs = (K + 1) // 2
+    panels = (N + NR - 1) // NR
+    bp = np.empty((panels, pairs, NR), np.uint32)
+    for j in range(panels):
+        _pack_b_panel(b, bp, j)
+    ap = np.empty((MC // MR, pairs, MR), np.uint32)
+    acc = np.empty((MR, NR), np.float32)
+    for m0 in range(0, M, MC):
+        _item(a, bp, out, m0, 0, panels, ap, acc)
