@@ -7,7 +7,7 @@ import pytest
 import xbench as xb
 from xbench.backends.cpu import bf16gemm as G
 
-pytestmark = pytest.mark.skipif(not G.available(), reason="this CPU has no AVX512-BF16 (contractions use SGEMM)")
+needs_bf16 = pytest.mark.skipif(not G.available(), reason="this CPU has no AVX512-BF16 (contractions use SGEMM)")
 rng = np.random.default_rng(5)
 
 
@@ -26,9 +26,11 @@ def layouts(M, K, N):
             "strided": (bits((M, 2 * K))[:, ::2], bits((K, N + 3))[:, 1:N + 1])}
 
 
-# a whole tile, edge tiles in both directions, odd K, several KC blocks, more row blocks than threads
+# a whole tile, edge tiles in both directions, odd K, several KC blocks, more row blocks than threads, and a
+# small output over a long sum (split over the threads: a weight gradient over tokens)
+@needs_bf16
 @pytest.mark.parametrize("M,K,N", [(G.MR, 2, G.NR), (37, 19, 53), (1, 1, 1), (130, 2 * G.KC * 2 + 3, 70),
-                                   (4 * G.MC + 5, 64, 3 * G.NR + 17)])
+                                   (4 * G.MC + 5, 64, 3 * G.NR + 17), (50, 8 * G.KC + 1, 50)])
 def test_gemm_matches_float64_products_of_the_same_values(M, K, N):
     for name, (a, b) in layouts(M, K, N).items():
         want = value(a) @ value(b)
@@ -39,9 +41,16 @@ def test_gemm_matches_float64_products_of_the_same_values(M, K, N):
         assert (np.abs(out - want) <= tol + 1e-30).all(), name
         serial = np.full((M, N), np.nan, np.float32)
         G.gemm_serial(a, b, serial)
-        np.testing.assert_array_equal(serial, out, err_msg=name)       # the same sums in the same order
+        if G._plan(M, N, (K + 1) // 2, 2)[3] == 1:
+            np.testing.assert_array_equal(serial, out, err_msg=name)   # the same sums in the same order
+        else:
+            assert (np.abs(serial - want) <= tol + 1e-30).all(), name
+        again = out.copy()
+        G.gemm(a, b, again, 2, True)                                    # C += A @ B
+        assert (np.abs(again - 2 * want) <= 2 * tol + 1e-30).all(), name
 
 
+@needs_bf16
 def test_a_strided_output_and_an_empty_contraction():
     a, b = bits((20, 30)), bits((30, 50))
     big = np.full((20, 120), np.nan, np.float32)
@@ -57,6 +66,7 @@ def _bf16(shape):
     return rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
 
 
+@needs_bf16
 @pytest.mark.parametrize("case", ["matmul", "transposed", "batched", "packed operand"])
 def test_bfloat16_contractions_run_on_the_bf16_gemm_and_verify(case):
     if case == "matmul":
@@ -71,3 +81,19 @@ def test_bfloat16_contractions_run_on_the_bf16_gemm_and_verify(case):
     assert "_xb_gemm_bf16" in source and "_xb_dot(" not in source
     for r in xb.verify(op, *args, backend="cpu"):
         assert r.ok, f"{case}: {r.message}"
+
+
+@xb.tensor_op
+def relu_weight_grad(a: xb.Tensor["K", "M"], g: xb.Tensor["K", "M"], x: xb.Tensor["K", "N"]):
+    return xb.einsum("km,kn->mn", xb.where(a <= 0, 0 * g, g), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_a_fused_operand_read_along_its_rows_is_packed_transposed(dtype):
+    """A weight gradient's left operand (a ReLU's backward fused in) reads [tokens, features] along features, its
+    rows: packed as [K, M] with M inner (contiguous reads and writes) and multiplied as its transpose."""
+    a, g, x = (rng.standard_normal((640, n)).astype(dtype) for n in (50, 50, 30))
+    source = relu_weight_grad.compile("cpu", a, g, x).source
+    assert "_A = _xb_new((640, 50)" in source and "(_A.T, x, " in source
+    for r in xb.verify(relu_weight_grad, a, g, x, backend="cpu"):
+        assert r.ok, r.message

@@ -192,111 +192,135 @@ def _pack_b_panel(b, bp, j):
 
 
 @numba.njit(nogil=True, cache=True)
-def _pack_a(a, ap, m0, tiles):
-    """Rows [m0, m0 + tiles * MR) of A ([M, K] uint16) into ap ([tiles, pairs, MR] uint32), rows past M zero."""
+def _pack_a(a, ap, m0, tiles, q0, q1):
+    """Rows [m0, m0 + tiles * MR) of A ([M, K] uint16) at pairs [q0, q1) into ap ([tiles, >= q1 - q0, MR]
+    uint32), rows past M zero."""
     M, K = a.shape
-    pairs = ap.shape[1]
+    whole = min(q1, K // 2)                             # pairs with both halves inside K
     for t in range(tiles):
         top = m0 + t * MR
         live = max(0, min(MR, M - top))
         if a.strides[1] < a.strides[0]:                 # rows contiguous: along each row
             for r in range(live):
-                for p in range(K // 2):
-                    ap[t, p, r] = _pair(a[top + r, 2 * p], a[top + r, 2 * p + 1])
-                if K % 2:
-                    ap[t, K // 2, r] = _pair(a[top + r, K - 1], 0)
+                for p in range(q0, whole):
+                    ap[t, p - q0, r] = _pair(a[top + r, 2 * p], a[top + r, 2 * p + 1])
         else:                                           # columns contiguous (a transposed operand): across rows
-            for p in range(K // 2):
+            for p in range(q0, whole):
                 for r in range(live):
-                    ap[t, p, r] = _pair(a[top + r, 2 * p], a[top + r, 2 * p + 1])
-            if K % 2:
-                for r in range(live):
-                    ap[t, K // 2, r] = _pair(a[top + r, K - 1], 0)
-        for p in range(pairs):
+                    ap[t, p - q0, r] = _pair(a[top + r, 2 * p], a[top + r, 2 * p + 1])
+        if whole < q1:                                  # odd K: the last pair's second half is 0
+            for r in range(live):
+                ap[t, whole - q0, r] = _pair(a[top + r, K - 1], 0)
+        for p in range(q1 - q0):
             for r in range(live, MR):
                 ap[t, p, r] = 0
 
 
 @numba.njit(nogil=True, cache=True)
-def _item(a, bp, out, m0, j0, j1, ap, acc):
-    """Rows [m0, m0 + MC) of out over B's panels [j0, j1): A's rows packed into ap ([MC // MR, pairs, MR]),
-    each tile's sums stored into C (first KC block) or added; edge tiles go through acc ([MR, NR])."""
+def _item(a, bp, out, m0, j0, j1, q0, q1, add, ap, acc):
+    """Rows [m0, m0 + MC) of out over B's panels [j0, j1) and pairs [q0, q1): A's rows packed into ap
+    ([MC // MR, >= q1 - q0, MR]), each tile's sums stored into C (first KC block, unless `add`) or added; edge
+    tiles go through acc ([MR, NR])."""
     M = a.shape[0]
     N = out.shape[1]
-    pairs = ap.shape[1]
     rows = min(MC, M - m0)
     tiles = (rows + MR - 1) // MR
-    _pack_a(a, ap, m0, tiles)
+    _pack_a(a, ap, m0, tiles, q0, q1)
     direct = out.strides[1] == 4 and out.strides[0] % 4 == 0
     ldc = out.strides[0] // 4
-    for p0 in range(0, pairs, KC):
-        n = min(KC, pairs - p0)
+    for p0 in range(q0, q1, KC):
+        n = min(KC, q1 - p0)
+        more = add or p0 > q0
         for j in range(j0, j1):
             n0 = j * NR
             width = min(NR, N - n0)
             for t in range(tiles):
                 top = m0 + t * MR
                 height = min(MR, M - top)
+                pa, pb = ap[t, p0 - q0:].ctypes.data, bp[j, p0:].ctypes.data
                 if direct and width == NR and height == MR:          # a whole tile: into C itself
-                    tile(ap[t, p0:].ctypes.data, bp[j, p0:].ctypes.data, n, out[top, n0:].ctypes.data, ldc, p0 > 0)
+                    tile(pa, pb, n, out[top, n0:].ctypes.data, ldc, more)
                     continue
                 for r in range(height):                           # an edge tile (or a strided C): through acc
                     for c in range(width):
-                        acc[r, c] = out[top + r, n0 + c] if p0 > 0 else 0.0
-                tile(ap[t, p0:].ctypes.data, bp[j, p0:].ctypes.data, n, acc.ctypes.data, NR, p0 > 0)
+                        acc[r, c] = out[top + r, n0 + c] if more else 0.0
+                tile(pa, pb, n, acc.ctypes.data, NR, more)
                 for r in range(height):
                     for c in range(width):
                         out[top + r, n0 + c] = acc[r, c]
 
 
 @numba.njit(nogil=True, cache=True)
-def _plan(M, N, threads):
-    """(row blocks, panels, panel groups): as many groups as it takes to give every thread four items (each
-    group packs its row block of A again: a pass over A per group, against the imbalance of a thread's last
-    block)."""
+def _plan(M, N, pairs, threads):
+    """(row blocks, panels, panel groups, K splits). Groups: as many as it takes to give every thread four items
+    (each group packs its row block of A again: a pass over A per group, against the imbalance of a thread's
+    last block). Where fewer tiles than threads remain (a weight gradient: small output, a long sum over tokens),
+    the sum is split instead, each thread adding its part of K into a C of its own."""
     blocks = (M + MC - 1) // MC
     panels = (N + NR - 1) // NR
     groups = min(panels, max(1, (4 * threads + blocks - 1) // blocks))
-    return blocks, panels, groups
+    splits = 1
+    if threads > 1 and blocks * panels < 2 * threads and pairs >= 2 * KC:
+        splits = min(threads, pairs // KC)
+        groups = 1
+    return blocks, panels, groups, splits
 
 
 @numba.njit(nogil=True, cache=True)
-def _zero(out):
-    for i in range(out.shape[0]):
-        for j in range(out.shape[1]):
-            out[i, j] = 0.0
+def _fill(out, add):
+    """An empty sum: 0, or C unchanged when adding."""
+    if not add:
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                out[i, j] = 0.0
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def gemm(a, b, out, threads):
-    """out[M, N] (float32) = a[M, K] @ b[K, N], a and b bfloat16 bits (uint16, any strides), on `threads` of numba's
-    threads (an argument: numba.get_num_threads() in compiled code keeps the function out of numba's cache)."""
+def gemm(a, b, out, threads, add=False):
+    """out[M, N] (float32) (+)= a[M, K] @ b[K, N], a and b bfloat16 bits (uint16, any strides), on `threads` of
+    numba's threads (an argument: numba.get_num_threads() in compiled code keeps the function out of numba's
+    cache)."""
     M, K = a.shape
     N = b.shape[1]
     if K == 0:
-        _zero(out)
+        _fill(out, add)
         return
     pairs = (K + 1) // 2
-    blocks, panels, groups = _plan(M, N, threads)
+    blocks, panels, groups, splits = _plan(M, N, pairs, threads)
     bp = np.empty((panels, pairs, NR), np.uint32)
     for j in numba.prange(panels):
         _pack_b_panel(b, bp, j)
+    if splits > 1:
+        parts = np.empty((splits, M, N), np.float32)
+        for s in numba.prange(splits):
+            q0, q1 = pairs * s // splits, pairs * (s + 1) // splits
+            ap = np.empty((MC // MR, q1 - q0, MR), np.uint32)
+            acc = np.empty((MR, NR), np.float32)
+            for i in range(blocks):
+                _item(a, bp, parts[s], i * MC, 0, panels, q0, q1, False, ap, acc)
+        for i in range(M):
+            for j in range(N):
+                v = out[i, j] if add else np.float32(0.0)
+                for s in range(splits):
+                    v += parts[s, i, j]
+                out[i, j] = v
+        return
     items = blocks * groups
     for t in numba.prange(threads):              # one range of items per thread, with its own scratch
         ap = np.empty((MC // MR, pairs, MR), np.uint32)
         acc = np.empty((MR, NR), np.float32)
         for w in range(items * t // threads, items * (t + 1) // threads):
             i, g = w // groups, w % groups
-            _item(a, bp, out, i * MC, panels * g // groups, panels * (g + 1) // groups, ap, acc)
+            _item(a, bp, out, i * MC, panels * g // groups, panels * (g + 1) // groups, 0, pairs, add, ap, acc)
 
 
 @numba.njit(nogil=True, cache=True)
-def gemm_serial(a, b, out):
+def gemm_serial(a, b, out, add=False):
     """`gemm` on the calling thread alone (inside a kernel's own parallel loop: one GEMM per core)."""
     M, K = a.shape
     N = b.shape[1]
     if K == 0:
-        _zero(out)
+        _fill(out, add)
         return
     pairs = (K + 1) // 2
     panels = (N + NR - 1) // NR
@@ -306,4 +330,4 @@ def gemm_serial(a, b, out):
     ap = np.empty((MC // MR, pairs, MR), np.uint32)
     acc = np.empty((MR, NR), np.float32)
     for m0 in range(0, M, MC):
-        _item(a, bp, out, m0, 0, panels, ap, acc)
+        _item(a, bp, out, m0, 0, panels, 0, pairs, add, ap, acc)

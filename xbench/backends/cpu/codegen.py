@@ -1059,6 +1059,12 @@ class ContractWriter:
                 (v,) = self.w.values(src, [_acc(e, dtype)], set(), set())
                 src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
 
+    def _pack_lhs(self, src: Source, e: Expr, dtype: str, transposed: bool) -> None:
+        if transposed:
+            self._pack_cols(src, "_A", e, self.m, self.kaxes, dtype)
+        else:
+            self._pack(src, "_A", e, self.m, self.kaxes, dtype)
+
     def _stored(self, value: str, dtype: str) -> str:
         """`value` (computed in float32 for a 16-bit float) as a packed operand of `dtype` holds it."""
         if dtype not in lowp.STORE:
@@ -1096,15 +1102,17 @@ class ContractWriter:
             if panel:
                 rview = "_P"               # no whole packed operand
             ot = "np.uint16" if pairs else NP_TYPES[dt]
-            alloc = {"_A": (lview is None, lhs_b, f"({M}, {K})", ot), "_B": (rview is None, rhs_b, f"({K}, {N})", ot),
+            a_t = lview is None and self._runs_along(c.lhs, self.m)     # packed as [K, M], read as its transpose
+            alloc = {"_A": (lview is None, lhs_b, f"({K}, {M})" if a_t else f"({M}, {K})", ot),
+                     "_B": (rview is None, rhs_b, f"({K}, {N})", ot),
                      "_C": (direct_out is None, True, f"({M}, {N})", NP_TYPES[dt])}
             for name, (needed, varies, shape, t) in alloc.items():
                 if needed and not (per_batch and varies):
                     src(f"{name} = _xb_new({shape}, {t})")
             if lview is None and not lhs_b:
-                self._pack(src, "_A", c.lhs, self.m, self.kaxes, od)
+                self._pack_lhs(src, c.lhs, od, a_t)
             if rview is None and not rhs_b:
-                self._pack_rhs(src, c.rhs, od)
+                self._pack_cols(src, "_B", c.rhs, self.n, self.kaxes, od)
             # one GEMM per core (batch_parallel, BLAS limited to one thread by the host) or BLAS threads per GEMM
             src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
             with src.indent():
@@ -1113,10 +1121,10 @@ class ContractWriter:
                         src(f"{name} = _xb_new({shape}, {t})" + SCRATCH)
                 unravel(src, "_b", self.batch, "_br")
                 if lview is None and lhs_b:
-                    self._pack(src, "_A", c.lhs, self.m, self.kaxes, od)
+                    self._pack_lhs(src, c.lhs, od, a_t)
                 if rview is None and rhs_b:
-                    self._pack_rhs(src, c.rhs, od)
-                a_ = lview or "_A"
+                    self._pack_cols(src, "_B", c.rhs, self.n, self.kaxes, od)
+                a_ = lview or ("_A.T" if a_t else "_A")
                 b_ = rview or "_B"
                 out = direct_out or "_C"
                 if panel:
@@ -1298,18 +1306,27 @@ class ContractWriter:
             with src.indent():
                 src(f"_O[_m, _jc * {_prod(inner)}:_jc * {_prod(inner)} + {width}] = _Q[_m]")
 
-    def _pack_rhs(self, src: Source, e: Expr, dt: str) -> None:
-        """Pack B[k, n] with k outer (parallel) so reads along n stay contiguous when they are."""
-        K = _prod(self.kaxes)
-        src(f"for _p in numba.prange({K}):")
+    def _pack_cols(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
+        """`name[q, p]` = e at (rows p, cols q), the columns outer (parallel) and the rows inner: B[k, n] (k outer,
+        so reads along n stay contiguous when they are), or A transposed where its reads run along its rows (a
+        weight gradient's transposed, fused operand), which the GEMM then reads as `name.T`."""
+        src(f"for _p in numba.prange({_prod(cols)}):")
         with src.indent():
-            unravel(src, "_p", self.kaxes, "_pk")
-            (e2,) = self.w.hoist(src, [_acc(e, dt)], {a.name for a in self.n})
-            depth = self.w.loops(src, tuple(self.n))
+            unravel(src, "_p", cols, "_pk")
+            (e2,) = self.w.hoist(src, [_acc(e, dtype)], {a.name for a in rows})
+            depth = self.w.loops(src, tuple(rows))
             with _Indent(src, depth):
-                flat = E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n))
+                flat = E.linear(tuple(a.var for a in rows), tuple(a.extent for a in rows))
                 (v,) = self.w.values(src, [e2], set(), set())
-                src(f"_B[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dt)}")
+                src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
+
+    @staticmethod
+    def _runs_along(e: Expr, axes) -> bool:
+        """Whether every read of a multi-dimensional buffer in `e` has its last (contiguous) index in `axes` alone."""
+        names = {a.name for a in axes}
+        reads = [ld for ld in E.loads(e) if len(ld.index) > 1]
+        return bool(reads) and all(E.free_indices(ld.index[-1]) and E.free_indices(ld.index[-1]) <= names
+                                   for ld in reads)
 
     def _direct_out(self) -> str | None:
         """When the epilogue is a plain store of the accumulator, BLAS writes straight into the output."""
