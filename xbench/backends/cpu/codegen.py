@@ -210,10 +210,7 @@ class ModuleWriter:
         self.helpers.add("lowp")
         if op == "+=":
             value = f"{lowp.LOAD[b.dtype]}({target}) + {value}"
-        rounded = f"{lowp.LOAD[b.dtype]}({lowp.STORE[b.dtype]}("
-        if value.startswith(rounded) and value.endswith("))") and _balanced(value[len(rounded):-2]):
-            value = value[len(rounded):-2]        # a cast to the buffer's own type: its store rounds once
-        return f"{target} = {lowp.STORE[b.dtype]}({value})"
+        return f"{target} = {lowp.STORE[b.dtype]}({_unrounded(value, b.dtype)})"
 
     # ---- scalar functions ----------------------------------------------------------------------------
     def _spell(self, fn: str, dtype: str, args: list[str], arg_types: list[str]) -> str | None:
@@ -912,6 +909,14 @@ def recompute_rows(k: Kernel) -> list:
     return out
 
 
+def _unrounded(value: str, dtype: str) -> str:
+    """`value` without an outer cast to the 16-bit `dtype` it is about to be stored as (the store rounds once)."""
+    rounded = f"{lowp.LOAD[dtype]}({lowp.STORE[dtype]}("
+    if value.startswith(rounded) and value.endswith("))") and _balanced(value[len(rounded):-2]):
+        return value[len(rounded):-2]
+    return value
+
+
 def _balanced(text: str) -> bool:
     """Whether every parenthesis in `text` closes within it (so it is one argument, not the end of another)."""
     depth = 0
@@ -1065,12 +1070,18 @@ class ContractWriter:
         else:
             self._pack(src, "_A", e, self.m, self.kaxes, dtype)
 
+    def _pack_rhs(self, src: Source, e: Expr, dtype: str, transposed: bool) -> None:
+        if transposed:
+            self._pack(src, "_B", e, self.n, self.kaxes, dtype)
+        else:
+            self._pack_cols(src, "_B", e, self.n, self.kaxes, dtype)
+
     def _stored(self, value: str, dtype: str) -> str:
         """`value` (computed in float32 for a 16-bit float) as a packed operand of `dtype` holds it."""
         if dtype not in lowp.STORE:
             return value
         self.w.helpers.add("lowp")
-        return f"{lowp.STORE[dtype]}({value})"
+        return f"{lowp.STORE[dtype]}({_unrounded(value, dtype)})"
 
     def _bf16_pairs(self) -> bool:
         """Both operands bfloat16, summed in float32, on a CPU that multiplies bfloat16 pairs (`bf16gemm`)."""
@@ -1102,9 +1113,11 @@ class ContractWriter:
             if panel:
                 rview = "_P"               # no whole packed operand
             ot = "np.uint16" if pairs else NP_TYPES[dt]
-            a_t = lview is None and self._runs_along(c.lhs, self.m)     # packed as [K, M], read as its transpose
+            # an operand packed along its reads' contiguous axis: A as [K, M], B as [N, K], read as transposes
+            a_t = lview is None and self._runs_along(c.lhs, self.m)
+            b_t = rview is None and not panel and self._runs_along(c.rhs, self.kaxes)
             alloc = {"_A": (lview is None, lhs_b, f"({K}, {M})" if a_t else f"({M}, {K})", ot),
-                     "_B": (rview is None, rhs_b, f"({K}, {N})", ot),
+                     "_B": (rview is None, rhs_b, f"({N}, {K})" if b_t else f"({K}, {N})", ot),
                      "_C": (direct_out is None, True, f"({M}, {N})", NP_TYPES[dt])}
             for name, (needed, varies, shape, t) in alloc.items():
                 if needed and not (per_batch and varies):
@@ -1112,7 +1125,7 @@ class ContractWriter:
             if lview is None and not lhs_b:
                 self._pack_lhs(src, c.lhs, od, a_t)
             if rview is None and not rhs_b:
-                self._pack_cols(src, "_B", c.rhs, self.n, self.kaxes, od)
+                self._pack_rhs(src, c.rhs, od, b_t)
             # one GEMM per core (batch_parallel, BLAS limited to one thread by the host) or BLAS threads per GEMM
             src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
             with src.indent():
@@ -1123,9 +1136,9 @@ class ContractWriter:
                 if lview is None and lhs_b:
                     self._pack_lhs(src, c.lhs, od, a_t)
                 if rview is None and rhs_b:
-                    self._pack_cols(src, "_B", c.rhs, self.n, self.kaxes, od)
+                    self._pack_rhs(src, c.rhs, od, b_t)
                 a_ = lview or ("_A.T" if a_t else "_A")
-                b_ = rview or "_B"
+                b_ = rview or ("_B.T" if b_t else "_B")
                 out = direct_out or "_C"
                 if panel:
                     self._panels(src, a_, c.rhs, dt, out, panel)
