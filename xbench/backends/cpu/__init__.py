@@ -17,7 +17,7 @@ from ...config import cache_dir, log, tool_versions
 from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
 from ...ir import contraction
-from ...ir.expr import Call, Load
+from ...ir.expr import Call, Idx, Load
 from ...ir.kernel import Kernel, Program, ScatterAdd
 from ...ir.scalar import lookup
 from ...ir.schedule import Knob, Schedule
@@ -115,6 +115,15 @@ def parallel_pays(k: Kernel, n_threads: int | None = None, work_us: float | None
         return False
     work = serial_us(k) if work_us is None else work_us
     return work * (1.0 - 1.0 / t) > PARALLEL_MARGIN * LAUNCH_US
+
+
+def _packed(roles) -> int:
+    """Elements of the operands a contraction must pack (any but a load at its plain axes: an expression, a
+    window): a weight gradient's packed window can be 100x its output."""
+    c, _, m, n = roles
+    k = _extent(c.axes)
+    plain = lambda e: isinstance(e, Load) and all(isinstance(i, Idx) for i in e.index)     # noqa: E731
+    return (0 if plain(c.lhs) else _extent(m) * k) + (0 if plain(c.rhs) else _extent(n) * k)
 
 
 class CpuArtifact(Artifact):
@@ -228,7 +237,7 @@ class CpuBackend:
             s["impl"] = "blas" if acc in ("float32", "float64") and not gemv else "loops"
             if s["impl"] == "blas":
                 # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output
-                s["parallel"] = s["parallel"] and kernel.points() >= BLAS_PARALLEL_POINTS
+                s["parallel"] = s["parallel"] and max(kernel.points(), _packed(roles)) >= BLAS_PARALLEL_POINTS
                 s["blas_threads"] = 1 if kernel_work(kernel) < BLAS_THREAD_WORK else 0
             batches = _extent(roles[1])
             if len(panel_rows(kernel)) > 1:

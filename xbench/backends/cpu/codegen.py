@@ -1142,7 +1142,7 @@ class ContractWriter:
                 out = direct_out or "_C"
                 if panel:
                     self._panels(src, a_, c.rhs, dt, out, panel)
-                elif pairs and per_batch:
+                elif pairs and blas_serial(self.sched):
                     src(f"_xb_gemm_bf16_serial({a_}, {b_}, {out})")
                 elif pairs:
                     src(f"_xb_gemm_bf16({a_}, {b_}, {out}, {w.threads})")
