@@ -398,18 +398,16 @@ def test_scalar_and_parallel_entry_points_agree() -> None:
 
 # ---- coefficients -----------------------------------------------------------------------------------
 
-def _check_refit(spec, fitted, rtol32: float = 2.0 ** -21) -> None:
-    rtol = rtol32 if spec.dtype == "float32" else 2.0 ** -40
-    np.testing.assert_allclose(fitted, mathlib._COEFFS[spec.key], rtol=rtol, atol=0, err_msg=spec.key)
-
-
 def test_float32_tables_refit_in_float64_on_every_platform() -> None:
-    """float64 arithmetic resolves float32 coefficients, so these tables are refitted wherever the tests run (to
-    16 float32 ulps: the top coefficient of the degree-12 erf fit moves by 5 with float64's rounding)."""
-    specs = [s for s in mathlib._FITS if s.dtype == "float32"]
+    """float64 arithmetic resolves the float32 tables but one wherever the tests run (to 4 float32 ulps). The
+    exception is the degree-12 erf fit: its exchange for the top coefficients, of residuals near its 4e-8
+    error, goes astray in float64 with some BLAS kernels (OpenBLAS's SkylakeX dot products: a polynomial 1.7
+    ulps from the table's and 2.1x its error), so that table needs long double, as the float64 ones do."""
+    specs = [s for s in mathlib._FITS if s.dtype == "float32" and s.key != "erf_large_f32"]
     assert specs and {s.key for s in specs} <= mathlib._COEFFS.keys()
     for spec in specs:
-        _check_refit(spec, mathlib._fit_one(spec, t=np.float64), rtol32=2.0 ** -19)
+        np.testing.assert_allclose(mathlib._fit_one(spec, t=np.float64), mathlib._COEFFS[spec.key],
+                                   rtol=2.0 ** -21, atol=0, err_msg=spec.key)
 
 
 def test_fit_reproduces_the_coefficient_table() -> None:
@@ -423,7 +421,8 @@ def test_fit_reproduces_the_coefficient_table() -> None:
     fitted = mathlib._fit()
     assert fitted.keys() == mathlib._COEFFS.keys()
     for spec in mathlib._FITS:
-        _check_refit(spec, fitted[spec.key])
+        rtol = 2.0 ** -21 if spec.dtype == "float32" else 2.0 ** -40
+        np.testing.assert_allclose(fitted[spec.key], mathlib._COEFFS[spec.key], rtol=rtol, atol=0, err_msg=spec.key)
 
 
 def test_coefficient_literals_round_trip() -> None:

@@ -587,7 +587,8 @@ def _remez(target: np.ndarray, weight: np.ndarray, v: np.ndarray, p0: int, degre
 
 
 def _fit_one(spec: _FitSpec, npts: int = 3000, t: Any = _LD) -> tuple[float, ...]:
-    """One table, fitted in the floating type `t` (long double; float64 resolves the float32 tables only)."""
+    """One table, fitted in the floating type `t` (long double; float64 resolves the float32 tables but the
+    degree-12 erf one, whose top coefficients depend on the BLAS kernel in float64)."""
     lo, hi = t(spec.lo), t(spec.hi)
     v = (lo + hi) / 2 - (hi - lo) / 2 * np.cos(t(np.pi) * np.arange(npts, dtype=t) / (npts - 1))
     target, weight = _targets(spec.key, v)
