@@ -1,11 +1,12 @@
 """Category 9 (convolution) against the reference backend and PyTorch."""
 import numpy as np
 import pytest
+import torch
 import torch.nn.functional as F
 
 import xbench as xb
 
-from .helpers import check, f32
+from .helpers import check, f32, tt
 
 ops = xb.ops
 TOL = dict(rtol=1e-4, atol=1e-4)
@@ -60,6 +61,30 @@ def test_conv_transpose1d_and_3d():
     x, w = f32(1, 2, 3, 4, 3), f32(2, 2, 2, 2, 2)
     check(ops.conv_transpose3d, x, w, stride=2, output_padding=1,
           torch_fn=lambda x, w: F.conv_transpose3d(x, w, stride=2, output_padding=1), **TOL)
+
+
+@pytest.mark.parametrize("kernel,stride,padding,output_padding,groups", [
+    (8, 8, 0, 0, 1),                  # patch embedding: a tap per phase
+    (1, 2, 0, 1, 1),                  # 1x1 downsampling: phases without a tap
+    ((7, 3), (4, 2), (3, 1), (1, 0), 2),  # overlapping, grouped, per-axis geometry
+    ((3, 2), (2, 1), 1, (1, 0), 1),   # strided along one axis only
+    (5, 3, 2, 2, 1)])
+def test_strided_conv_transpose_by_phases(kernel, stride, padding, output_padding, groups):
+    """Strided transposed convolutions (and so strided convolutions' input gradients) run as one stride-1
+    convolution over the phases; kernels shorter, as long as and longer than the stride."""
+    x, b = f32(2, 4, 5, 6), f32(6)
+    w = f32(4, 6 // groups, *((kernel,) * 2 if isinstance(kernel, int) else kernel))
+    kw = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups)
+    check(ops.conv_transpose2d, x, w, b, torch_fn=lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), **TOL, **kw)
+
+
+def test_strided_convolution_backward_by_phases():
+    """SegFormer's spatial reduction (an 8x8 convolution of stride 8) and a strided 3x3 with a remainder."""
+    for (x, w, st, pad) in [(f32(2, 8, 32, 32), f32(8, 8, 8, 8), 8, 0), (f32(2, 3, 9, 10), f32(4, 3, 3, 3), 2, 1)]:
+        g = f32(*F.conv2d(tt(x), tt(w), stride=st, padding=pad).shape)
+        args = (g, x, w, None, (st, st), (pad, pad), (1, 1), False, (0, 0), 1, [True, True, False])
+        check(ops.convolution_backward, *args, outputs=[0, 1], **TOL,
+              torch_fn=lambda *a: torch.ops.aten.convolution_backward(*a))
 
 
 def test_conv_transpose2d_is_the_adjoint_of_conv2d():
