@@ -24,6 +24,7 @@ from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, 
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
 from . import bf16gemm, lowp, memory, winograd
+from .order import BLOCK, block_var, transposed_loops
 
 try:
     from . import mathlib
@@ -484,11 +485,22 @@ class ModuleWriter:
         src(f"def {k.name}({', '.join(self.params(k))}):")
         with src.indent():
             self.read_scalars(src, k)
-            collapse = int(sched.get("collapse", 1)) if k.outer else 0
-            collapse = max(1, min(collapse, len(k.outer))) if k.outer else 0
-            bound = self.open_outer(src, k.outer, collapse, parallel)
-            with _Indent(src, len(k.outer) - collapse + (1 if collapse else 0)):
-                self.point(src, k, bound)
+            transposed = transposed_loops(k, self.program)
+            if transposed is not None:
+                loops, x = transposed
+                collapse = max(1, min(needs_collapse(loops, self.threads), len(loops) - 1))
+                bound = self.open_outer(src, loops, collapse, parallel) | {x.name}
+                with _Indent(src, len(loops) - collapse + 1):
+                    blk = block_var(x)
+                    src(f"for {x.name} in range({blk} * {BLOCK}, min({blk} * {BLOCK} + {BLOCK}, {x.extent})):")
+                    with src.indent():
+                        self.point(src, k, bound)
+            else:
+                collapse = int(sched.get("collapse", 1)) if k.outer else 0
+                collapse = max(1, min(collapse, len(k.outer))) if k.outer else 0
+                bound = self.open_outer(src, k.outer, collapse, parallel)
+                with _Indent(src, len(k.outer) - collapse + (1 if collapse else 0)):
+                    self.point(src, k, bound)
         self._scalars = {}
         self._split = False
         return src.text()
