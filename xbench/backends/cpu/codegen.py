@@ -24,7 +24,7 @@ from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, 
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
 from . import bf16gemm, lowp, memory, winograd
-from .order import BLOCK, block_var, transposed_loops
+from .order import BLOCK, block_var, scatter_block, transposed_loops
 
 try:
     from . import mathlib
@@ -478,7 +478,7 @@ class ModuleWriter:
 
     def pointwise(self, k: Kernel, sched: Schedule) -> str:
         src = Source()
-        # a kernel with no outer loop runs in parallel only by splitting its scatter-adds (`split_scatter`)
+        # a kernel with no outer loop runs in parallel only by splitting its scatter-adds (`scatter_loops`)
         self._split = bool(sched.get("parallel", False)) and not k.outer and self.threads > 1
         parallel = bool(sched.get("parallel", True)) and bool(k.outer) or self._split
         src(self.decorator(parallel))
@@ -703,25 +703,39 @@ class ModuleWriter:
             self.sort(src, s)
         elif isinstance(s, ScatterAdd):
             split = s.disjoint_axis() if self._split else None
-            depth = self.split_scatter(src, s, split) if split is not None else self.loops(src, s.axes)
+            block = scatter_block(s, self.program)
+            depth = self.scatter_loops(src, s, split, block if block is not split else None)
             with _Indent(src, depth):
                 vals = self.values(src, [*s.index, s.value], bound, set())
                 src(self.assign(s.buf, vals[:-1], vals[-1], "+="))
         else:
             raise TypeError(type(s).__name__)
 
-    def split_scatter(self, src: Source, s: ScatterAdd, axis: Axis) -> int:
-        """Open the scatter's loops with `axis` (`ScatterAdd.disjoint_axis`) cut into one contiguous range per
-        thread: the parts add into disjoint elements, each in the serial order (the same bits as one thread)."""
-        parts = min(self.threads, axis.extent)
-        src(f"for _part in numba.prange({parts}):")
-        with src.indent():
-            src(f"_s_lo = (_part * {axis.extent}) // {parts}")
-            src(f"_s_hi = ((_part + 1) * {axis.extent}) // {parts}")
-            for j, a in enumerate(s.axes):
-                with _Indent(src, j):
-                    src(f"for {a.name} in range(_s_lo, _s_hi):" if a is axis else f"for {a.name} in range({a.extent}):")
-        return len(s.axes) + 1
+    def scatter_loops(self, src: Source, s: ScatterAdd, split: Axis | None, block: Axis | None) -> int:
+        """Open the scatter's loops: `split` (`ScatterAdd.disjoint_axis`) cut into one contiguous range per thread,
+        the parts adding into disjoint elements, each in the serial order (the same bits as one thread); `block`
+        (`order.scatter_block`) in blocks of BLOCK, innermost. Returns the depth opened."""
+        depth = 0
+        if split is not None:
+            parts = min(self.threads, split.extent)
+            src(f"for _part in numba.prange({parts}):")
+            src(f"    _s_lo = (_part * {split.extent}) // {parts}")
+            src(f"    _s_hi = ((_part + 1) * {split.extent}) // {parts}")
+            depth = 1
+        loops = []
+        for a in s.axes:
+            if a is block:
+                loops.append(f"for {block_var(a)} in range({-(-a.extent // BLOCK)}):")
+            else:
+                loops.append(f"for {a.name} in range(_s_lo, _s_hi):" if a is split else
+                             f"for {a.name} in range({a.extent}):")
+        if block is not None:
+            lo = f"{block_var(block)} * {BLOCK}"
+            loops.append(f"for {block.name} in range({lo}, min({lo} + {BLOCK}, {block.extent})):")
+        for j, line in enumerate(loops):
+            with _Indent(src, depth + j):
+                src(line)
+        return depth + len(loops)
 
     def reduce(self, src: Source, s: Reduce, bound: set[str]) -> None:
         dt = s.dtype
