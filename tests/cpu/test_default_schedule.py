@@ -110,8 +110,11 @@ def test_a_loop_on_fewer_threads_leaves_numbas_thread_count_alone():
     np.testing.assert_allclose(out.sum(axis=-1), 1.0, rtol=1e-5)
 
 
+B, C, O, H, W = xb.dims("B C O H W")
+
+
 @xb.tensor_op
-def conv_weight_grad(g: Tensor["B", "O", "H", "W"], x: Tensor["B", "C", "H", "W"]):
+def conv_weight_grad(g: Tensor[B, O, H, W], x: Tensor[B, C, H, W]):
     # a 3x3 convolution's weight gradient: a small output, its window operand packed from the whole input
     pad = xb.pad(x, (0, 0, 0, 0, 1, 1, 1, 1))
     cols = xb.stack([pad[:, :, r:r + 32, s:s + 32] for r in range(3) for s in range(3)], axis=2)
