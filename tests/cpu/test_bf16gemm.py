@@ -83,6 +83,22 @@ def test_bfloat16_contractions_run_on_the_bf16_gemm_and_verify(case):
         assert r.ok, f"{case}: {r.message}"
 
 
+@pytest.mark.parametrize("case", ["matmul", "transposed"])
+def test_without_avx512_bf16_bfloat16_contractions_widen_for_sgemm_and_verify(case, monkeypatch):
+    """What a CPU without AVX512-BF16 runs (forced here, so every machine tests it): both operands widened to
+    float32 and one SGEMM, within the same tolerance."""
+    monkeypatch.setattr(G, "available", lambda: False)
+    # shapes of their own: the process keeps what it compiled, and the test above compiled its shapes for the GEMM
+    if case == "matmul":
+        op, args = xb.ops.matmul, (_bf16((66, 90)), _bf16((90, 124)))
+    else:
+        op, args = xb.ops.linear, (_bf16((66, 90)), _bf16((124, 90)), _bf16(124))
+    source = "\n".join(k.source for k in op.compile("cpu", *args).kernels)
+    assert "_xb_gemm_bf16" not in source and "_xb_dot(" in source
+    for r in xb.verify(op, *args, backend="cpu"):
+        assert r.ok, f"{case}: {r.message}"
+
+
 @xb.tensor_op
 def relu_weight_grad(a: xb.Tensor["K", "M"], g: xb.Tensor["K", "M"], x: xb.Tensor["K", "N"]):
     return xb.einsum("km,kn->mn", xb.where(a <= 0, 0 * g, g), x)
