@@ -214,3 +214,19 @@ def test_cpu_model_terms(cpu, model) -> None:
     assert k.bound == "overhead" and pr.overhead_s == pytest.approx(2e-6)
     assert k.terms["dram"] == 0.0 and k.terms["overhead"] == pytest.approx(8e-6)     # model.task_us
     assert pr.time_s == pytest.approx(2e-6 + k.time_s)
+
+
+@pytest.mark.parametrize("dtype,rate", [(np.float32, {"a100": 156e12, "h100": 494.7e12, "ascend-910b": 176.95e12}),
+                                        (np.float16, {"a100": 312e12, "ascend-910b": 353.89e12})])
+def test_the_roofline_bound_runs_contractions_on_the_matrix_unit(dtype, rate) -> None:
+    """A [1024, 1024] x [1024, 1024] matmul is compute-bound on every chip: 2 x 1024^3 flops at the matrix unit's
+    listed peak for its operands, float32 as TF32 on the GPUs' tensor cores (which list no float32 rate) and at
+    the cube's float32 rate on the 910B; a kernel launch on top of it."""
+    a = np.zeros((1024, 1024), dtype)
+    (c,) = P.program_counts(xb.ops.matmul.lower(a, a))
+    for name, peak in rate.items():
+        t = get_target(name)
+        assert P.roofline_time(c, t) == pytest.approx(2 * 1024 ** 3 / peak, rel=1e-3)
+        assert c.bytes / t.bandwidth("memory") < P.roofline_time(c, t)
+    assert P.launch_time(get_target("a100")) == pytest.approx(3e-6)
+    assert P.launch_time(get_target("ascend-910b")) == pytest.approx(5e-6)

@@ -111,3 +111,35 @@ def test_a_stopped_run_keeps_the_workloads_it_finished(monkeypatch, tmp_path):
                          save_to=str(path))
     kept = Results.load(path)
     assert [(r["workload"], r["value"]) for r in kept.rows] == [("two_tower", 1.5)]
+
+
+def test_the_published_size_is_predicted_for_xbench_kernels_and_at_each_chips_bound(monkeypatch):
+    """The seeds' ResNet-50 claim compares chips: besides xbench's own kernels (whose cuda contractions run on CUDA
+    cores) every kernel is priced at each chip's roofline bound, contractions on its matrix unit."""
+    from xbench.hw.predict import launch_time, program_counts, roofline_time
+    from xbench.hw.target import get_target
+    from xbench.suite import runner
+    from xbench.suite.predict import lower_model
+    from xbench.suite.report import targets
+    from xbench.suite.workloads import WORKLOADS, build
+    monkeypatch.setitem(WORKLOADS, "resnet", replace(WORKLOADS["resnet"], published=lambda seed: build("resnet", "tiny")))
+    res, run = Results.new_run("test", {})
+    runner._published(res, run, "resnet", runner.SuiteOptions(precisions=("float32",)), runner.Progress(1, False))
+    assert not res.errors
+    model, batch = build("resnet", "tiny")
+    params = sum(p.numel() for p in model.parameters())
+    q = dict(workload="resnet", size="published", precision="float32")
+    lowered = [x.program for x in lower_model(model, batch)]
+    bound = {}
+    for name in ("a100", "ascend-910b"):
+        t = get_target(name)
+        kernels = [c for p in lowered for c in program_counts(p)]
+        bound[name] = sum(launch_time(t) + roofline_time(c, t) for c in kernels) + 20 * params / t.bandwidth("memory")
+    want = bound["a100"] / bound["ascend-910b"]
+    assert res.value(**q, platform="ascend-910b", metric="hardware_ratio_to_reference") == pytest.approx(want, rel=1e-3)
+    own = (res.value(**q, platform="ascend-910b", metric="samples_per_s")
+           / res.value(**q, platform="a100", metric="samples_per_s"))
+    assert res.value(**q, platform="ascend-910b", metric="ratio_to_reference") == pytest.approx(own, rel=1e-3)
+    (claim,) = [t for t in targets(res) if "seeds' claim" in t.claim]
+    assert claim.measured.startswith(f"{100 * want:.0f} % at each chip's roofline bound")
+    assert f"xbench's own kernels: {100 * own:.0f} %" in claim.measured and claim.ok is None

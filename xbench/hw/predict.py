@@ -1147,18 +1147,28 @@ def predict_npu_kernel(c: KernelCounts, target: Target, resources: Mapping[str, 
 
 
 def roofline_time(c: KernelCounts, target: Target, *, unit: str | None = None) -> float:
-    """max(flops / peak, compulsory bytes / memory bandwidth) in seconds (the roofline's bound)."""
+    """max(flops / peak, compulsory bytes / memory bandwidth) in seconds (the roofline's bound). Flops run on their
+    own unit (contractions on the matrix unit) unless `unit` says otherwise; float32 contractions on a target that
+    lists no float32 matrix rate but a TF32 one (a GPU's tensor cores) run as TF32, cuDNN's default for
+    convolutions."""
     t = 0.0
     for (dt, u), f in c.flops.items():
-        try:
-            peak = target.peak_flops(dt, unit or u)
-        except TargetError:
+        u = unit or u
+        tries = [(dt, u), *([("tfloat32", u)] if dt == "float32" and u == "tensor" else []), (dt,), ("float32",)]
+        for args in tries:
             try:
-                peak = target.peak_flops(dt)
+                peak = target.peak_flops(*args)
+                break
             except TargetError:
-                peak = target.peak_flops("float32")
+                continue
         t += f / peak
     return max(t, c.bytes / target.bandwidth("memory"))
+
+
+def launch_time(target: Target) -> float:
+    """One kernel launch's overhead on `target`, in seconds (the model's assumption; 0 on a CPU)."""
+    key = {"gpu": "gpu_launch_us", "npu": "npu_launch_us"}.get(target.kind)
+    return ASSUMPTIONS[key].value * 1e-6 if key else 0.0
 
 
 def predict_program(program: Program, target: Target | str, *, counts: Sequence[KernelCounts] | None = None,
@@ -1226,5 +1236,6 @@ def predict_kernel_ms(art, kernel: str, target: Target | str) -> float:
 
 
 __all__ = ["ASSUMPTIONS", "CpuModel", "KernelCounts", "KernelPrediction", "ModelAssumption", "ProgramPrediction",
-           "ascend_counters", "calibrate_cpu_model", "kernel_counts", "predict_cpu_kernel", "predict_gpu_kernel",
-           "predict_kernel_ms", "predict_npu_kernel", "predict_program", "program_counts", "program_data", "roofline_time"]
+           "ascend_counters", "calibrate_cpu_model", "kernel_counts", "launch_time", "predict_cpu_kernel",
+           "predict_gpu_kernel", "predict_kernel_ms", "predict_npu_kernel", "predict_program", "program_counts",
+           "program_data", "roofline_time"]

@@ -72,9 +72,15 @@ def predict_phase(session, target: str, *, parameters: int = 0) -> PhasePredicti
                             fallbacks=fallback_ops(session))
 
 
-def predict_programs(programs, target: str, *, parameters: int = 0, fallbacks: int = 0) -> PhasePrediction:
-    """The predicted time of running each of `programs` once on `target` (see the module's docstring)."""
-    from ..hw.predict import predict_program, program_counts
+def predict_programs(programs, target: str, *, parameters: int = 0, fallbacks: int = 0,
+                     bound: bool = False) -> PhasePrediction:
+    """The predicted time of running each of `programs` once on `target` (see the module's docstring).
+
+    `bound`: each kernel at its roofline bound instead (its launch, plus its flops at the target's listed peak on
+    their unit, contractions on the matrix unit, or its compulsory bytes at the memory bandwidth, whichever is
+    longer): what the chip allows for this work, whoever writes the kernels. xbench's own kernels on a GPU run
+    their contractions on CUDA cores; comparing chips through them compares code generators, not hardware."""
+    from ..hw.predict import launch_time, predict_program, program_counts, roofline_time
     t = get_target(target)
     seconds = flops = nbytes = compute = memory = 0.0
     kernels = 0
@@ -82,11 +88,19 @@ def predict_programs(programs, target: str, *, parameters: int = 0, fallbacks: i
     bw = t.bandwidth("memory")
     for program in programs:
         counts = program_counts(program)
-        pred = predict_program(program, t, counts=counts)
-        seconds += pred.time_s
-        kernels += len(pred.kernels)
-        for k in pred.kernels:
-            bounds[k.bound] = bounds.get(k.bound, 0) + 1
+        if bound:
+            for kc in counts:
+                body = roofline_time(kc, t)
+                seconds += launch_time(t) + body
+                key = "launch" if launch_time(t) > body else "memory" if kc.bytes / bw >= body else "compute"
+                bounds[key] = bounds.get(key, 0) + 1
+            kernels += len(counts)
+        else:
+            pred = predict_program(program, t, counts=counts)
+            seconds += pred.time_s
+            kernels += len(pred.kernels)
+            for k in pred.kernels:
+                bounds[k.bound] = bounds.get(k.bound, 0) + 1
         for kc in counts:
             nbytes += kc.bytes
             memory += kc.bytes / bw
