@@ -40,6 +40,7 @@ def profile(name: str, size: str, repeats: int, top: int, precision: str) -> Non
     from xbench.suite.workloads import WORKLOADS, build, dynamo_settings
     from xbench.torch.bisect import capture
     from xbench.torch.graph import GraphOp
+    from xbench.torch.products import batch_products
     w = WORKLOADS[name]
     model, batch = build(name, size)
     model.train(w.mode == "train")
@@ -51,6 +52,7 @@ def profile(name: str, size: str, repeats: int, top: int, precision: str) -> Non
         graphs = capture(model, (), args, backward=w.mode == "train")
     total = 0.0
     for g in graphs:
+        batch_products(g.gm)                       # as the bridge does before compiling
         op = GraphOp(g.gm, f"profile_{g.name}", "cpu")
         try:
             call, arrays = op.arguments(g.args)

@@ -155,8 +155,10 @@ def lower_model(model, inputs: dict, *, backward: bool = True, progress=None) ->
     from ..torch.bisect import capture
     from ..torch.graph import GraphOp
     from ..torch.partition import partitions, probe
+    from ..torch.products import batch_products
     out = []
     for g in capture(model, (), inputs, backward):
+        batch_products(g.gm)
         unsupported = probe(g.gm)
         parts: list[tuple[str, fx.GraphModule, list]] = []
         if not unsupported:

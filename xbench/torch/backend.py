@@ -25,6 +25,7 @@ from . import aten
 from .graph import GraphOp
 from .inplace import write_in_place
 from .partition import Fallback, partitions, probe
+from .products import batch_products
 
 TARGETS = ("cpu", "cuda", "ascend", "reference")
 
@@ -96,6 +97,7 @@ def compile_graph(gm: fx.GraphModule, kind: str, session: Session, options: Opti
     n = next(_counter)
     t0 = time.perf_counter()
     write_in_place(gm)
+    batch_products(gm)
     unsupported = probe(gm, options.fallback_ops)
     probe_ms = (time.perf_counter() - t0) * 1e3
     ops: dict[str, int] = {}
