@@ -68,14 +68,27 @@ def test_saved_time_must_exceed_twice_the_launch():
     assert not cpu.parallel_pays(one_row, 2, work_us=1e6)   # one outer point: nothing to split
 
 
+_SEEN_BY_BLAS = """
+import os, sys
+seen = []
+class Watch:                       # what OpenBLAS will read when scipy's copy loads (scipy.linalg's import)
+    def find_spec(self, name, path=None, target=None):
+        if name == "scipy.linalg":
+            seen.append(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+sys.meta_path.insert(0, Watch())
+import xbench.backends.cpu
+import scipy.linalg
+print(os.environ["OMP_WAIT_POLICY"], seen[0])
+"""
+
+
 def test_backend_makes_threads_sleep_between_loops_unless_told_otherwise():
-    code = "import os, xbench.backends.cpu; print(os.environ['OMP_WAIT_POLICY'])"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "PASSIVE"
-    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
-                         capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "ACTIVE"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT")}
+    out = subprocess.run([sys.executable, "-c", _SEEN_BY_BLAS], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["PASSIVE", "16"]           # set before scipy's OpenBLAS loads
+    out = subprocess.run([sys.executable, "-c", _SEEN_BY_BLAS], capture_output=True, text=True, check=True,
+                         env={**env, "OMP_WAIT_POLICY": "ACTIVE", "OPENBLAS_THREAD_TIMEOUT": "28"})
+    assert out.stdout.split() == ["ACTIVE", "28"]
 
 
 def test_parallel_loops_use_only_the_cores_no_other_task_is_running_on(tmp_path, monkeypatch):

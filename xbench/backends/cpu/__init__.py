@@ -22,7 +22,10 @@ from ...ir.kernel import Kernel, Program, ScatterAdd
 from ...ir.scalar import lookup
 from ...ir.schedule import Knob, Schedule
 from .. import Artifact, KernelInfo
-from . import numba_cache  # noqa: F401 - checks numba's cache files of xbench functions (before codegen's)
+from . import (
+    numba_cache,  # noqa: F401 - checks numba's cache files of xbench functions (before codegen's)
+    spin,  # noqa: F401 - how long idle threads spin, set before the libraries that start them load
+)
 from .codegen import ModuleWriter, needs_collapse, panel_rows, prefetch_plan, storage_dtype, streamed_store
 from .lowp import LOAD as LOWP
 
@@ -31,7 +34,7 @@ PREFETCH_LINES = (2, 4, 8)
 CODEGEN_VERSION = "16"
 # The price of a parallel loop, for the default parallel/serial choice (`parallel_pays`): launching one on
 # numba's threading layer and waiting for its threads costs ~12-15 us with threads that sleep between loops
-# (OMP_WAIT_POLICY=PASSIVE, set below), and the serial work it splits costs ~0.1 ns per scalar evaluation plus
+# (OMP_WAIT_POLICY=PASSIVE, set in `spin`), and the serial work it splits costs ~0.1 ns per scalar evaluation plus
 # ~0.15 ns per transcendental call in it (vectorised, in L2: add, exp, tanh, softmax at 128^2-512^2 float32,
 # 2-core Zen 5). A loop goes parallel when the time it saves is twice its launch: on a shared host the other
 # cores are often busy, and a parallel loop then waits for the slowest thread.
@@ -53,9 +56,6 @@ BLAS_PARALLEL_POINTS = 1 << 17
 # A batch of matrix-vector products this short (a depthwise convolution: 1 x 9 by 9 x H·W per channel) runs as
 # loops: a BLAS call costs 1-2 us before any work, the loops ~0.1 us for such a product, vectorised along it.
 GEMV_LOOPS_K = 64
-# Threads that spin after a parallel loop (libgomp's default) hold a core the rest of the machine wants; when
-# another process runs there, the next loop waits for the spinner's time slice: 6-16 ms for a 30 us softmax.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 _modules: dict[str, object] = {}
 _lock = threading.Lock()
 
