@@ -81,3 +81,17 @@ def test_an_lstm_language_models_training_step_through_the_bridge_matches_eager(
     # the recurrent weight's gradient: one product over the 8 steps' [2, 32] gate gradients, not eight
     assert sum(tuple(n.meta["val"].shape) == (32, 8) for n in products) == 2       # its and the input weight's
     assert any(tuple(n.args[0].meta["val"].shape) == (32, 16) for n in products)
+
+
+def test_a_product_added_twice_counts_twice():
+    g = torch.Generator().manual_seed(2)
+    a = [torch.randn(4, 6, generator=g) for _ in range(2)]
+    b = [torch.randn(6, 5, generator=g) for _ in range(2)]
+
+    def twice(a, b):
+        p = a[0] @ b[0]
+        return p + p + a[1] @ b[1]
+
+    gm = _trace(twice, a, b)
+    assert batch_products(gm) == 1 and _targets(gm).count(aten.mm.default) == 1
+    torch.testing.assert_close(gm(a, b), 2 * a[0] @ b[0] + a[1] @ b[1], rtol=1e-6, atol=1e-6)

@@ -95,8 +95,9 @@ def batch_products(gm: fx.GraphModule) -> int:
     of concatenated operands plus the other leaves; returns how many trees were rewritten."""
     g = gm.graph
     done = 0
+    gone: set[fx.Node] = set()                            # erased by an earlier rewrite
     for root in reversed(list(g.nodes)):
-        if root.graph is not g or not _plain_add(root) or _val(root) is None or _val(root).dim() != 2:
+        if root in gone or not _plain_add(root) or _val(root) is None or _val(root).dim() != 2:
             continue
         if len(root.users) == 1 and any(_plain_add(u) and _val(u) is not None and _val(u).shape == _val(root).shape
                                         for u in root.users):
@@ -130,8 +131,9 @@ def batch_products(gm: fx.GraphModule) -> int:
                 n.args = ()
             for n in inner:
                 g.erase_node(n)
-            for leaf, _ in group:
-                _erase_unread(g, leaf)
+            gone.update(inner)
+            for leaf in {id(leaf): leaf for leaf, _ in group}.values():    # a product added twice is one node
+                _erase_unread(g, leaf, gone)
             done += 1
             break
     if done:
@@ -140,12 +142,13 @@ def batch_products(gm: fx.GraphModule) -> int:
     return done
 
 
-def _erase_unread(g: fx.Graph, n) -> None:
-    """Erase `n` and, below it, the transposes and products that nothing reads any more."""
+def _erase_unread(g: fx.Graph, n, gone: set) -> None:
+    """Erase `n` and, below it, the transposes and products that nothing reads any more (into `gone`)."""
     if not (isinstance(n, fx.Node) and n.op == "call_function" and not n.users
             and (n.target is aten.mm.default or _is_transpose(n))):
         return
     below = n.args[:2] if n.target is aten.mm.default else n.args[:1]
     g.erase_node(n)
+    gone.add(n)
     for b in below:
-        _erase_unread(g, b)
+        _erase_unread(g, b, gone)
