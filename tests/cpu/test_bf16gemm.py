@@ -62,6 +62,22 @@ def test_a_strided_output_and_an_empty_contraction():
     assert (out == 0).all()
 
 
+@needs_bf16
+def test_kernels_call_the_gemm_by_symbol_with_the_same_bits():
+    G.link()
+    M, K, N = 37, 2 * G.KC + 19, 53
+    for name, (a, b) in layouts(M, K, N).items():
+        for add in (False, True):
+            start = rng.standard_normal((M, 2 * N)).astype(np.float32)
+            want, got = np.array(start)[:, ::2], np.array(start)[:, ::2]            # strided outputs
+            G.gemm(a, b, want, 2, add)
+            G.call(a, b, got, 2, add)
+            assert np.array_equal(got, want), (name, add)
+            G.gemm_serial(a, b, want, add)
+            G.call_serial(a, b, got, add)
+            assert np.array_equal(got, want), (name, add)
+
+
 def _bf16(shape):
     return rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
 

@@ -27,6 +27,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from .tasks import data, strided_at
+
 MR, NV = 6, 4                 # a tile of MR rows by NV vectors of 16 columns: 24 accumulators in registers
 NR = 16 * NV
 KC = 256                      # pairs of k per micro-kernel call (A's micro-panel: 6 KiB, in L1; B's: 64 KiB, in L2)
@@ -331,3 +333,51 @@ def gemm_serial(a, b, out, add=False):
     acc = np.empty((MR, NR), np.float32)
     for m0 in range(0, M, MC):
         _item(a, bp, out, m0, 0, panels, 0, pairs, add, ap, acc)
+
+
+# Kernels call the GEMM by a C symbol rather than as a numba function: a call to a numba function links that
+# function's code into the caller's and optimises it again there (the GEMM with its parallel loops: 0.5 s of every
+# bfloat16 contraction's compile); a call by symbol links nothing. The entry points take each array as its data
+# pointer and strides in bytes; `link` compiles them and names them to the JIT's linker.
+_C_SIG = types.void(types.voidptr, types.intp, types.intp, types.voidptr, types.intp, types.intp, types.voidptr,
+                    types.intp, types.intp, types.intp, types.intp, types.intp, types.intp, types.intp)
+_GEMM, _SERIAL = "xbench_gemm_bf16", "xbench_gemm_bf16_serial"
+_gemm_c = types.ExternalFunction(_GEMM, _C_SIG)
+_serial_c = types.ExternalFunction(_SERIAL, _C_SIG)
+
+
+def _gemm_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
+    gemm(strided_at(a, (M, K), (sa0, sa1), np.uint16), strided_at(b, (K, N), (sb0, sb1), np.uint16),
+         strided_at(out, (M, N), (so0, so1), np.float32), threads, add != 0)
+
+
+def _serial_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
+    gemm_serial(strided_at(a, (M, K), (sa0, sa1), np.uint16), strided_at(b, (K, N), (sb0, sb1), np.uint16),
+                strided_at(out, (M, N), (so0, so1), np.float32), add != 0)
+
+
+@functools.cache
+def link() -> None:
+    """Compile (or load from numba's cache) the C entry points of `gemm` and `gemm_serial` and add their symbols
+    to the JIT's: before any function that calls `call` or `call_serial` is compiled or loaded from the cache
+    (a generated module that calls them runs this when imported)."""
+    import llvmlite.binding as ll
+    from numba.np.ufunc import parallel
+
+    parallel._launch_threads()          # the threading layer's symbols, which `gemm` loaded from the cache needs
+    for symbol, entry in ((_GEMM, _gemm_entry), (_SERIAL, _serial_entry)):
+        ll.add_symbol(symbol, numba.cfunc(_C_SIG, nopython=True, cache=True)(entry).address)
+
+
+@numba.njit(nogil=True, cache=True)
+def call(a, b, out, threads, add=False):
+    """`gemm(a, b, out, threads, add)` through its C entry point (`link` first)."""
+    _gemm_c(data(a), a.strides[0], a.strides[1], data(b), b.strides[0], b.strides[1], data(out), out.strides[0],
+            out.strides[1], a.shape[0], a.shape[1], b.shape[1], threads, 1 if add else 0)
+
+
+@numba.njit(nogil=True, cache=True)
+def call_serial(a, b, out, add=False):
+    """`gemm_serial(a, b, out, add)` through its C entry point (`link` first)."""
+    _serial_c(data(a), a.strides[0], a.strides[1], data(b), b.strides[0], b.strides[1], data(out), out.strides[0],
+              out.strides[1], a.shape[0], a.shape[1], b.shape[1], 1, 1 if add else 0)

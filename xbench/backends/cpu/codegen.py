@@ -313,7 +313,9 @@ class ModuleWriter:
         if "dot" in self.helpers:
             src("from xbench.backends.cpu.blas import dot as _xb_dot")
         if "gemm_bf16" in self.helpers:
-            src("from xbench.backends.cpu.bf16gemm import gemm as _xb_gemm_bf16, gemm_serial as _xb_gemm_bf16_serial")
+            src("from xbench.backends.cpu.bf16gemm import call as _xb_gemm_bf16, call_serial as _xb_gemm_bf16_serial, "
+                "link as _xb_bf16gemm_link")
+            src("_xb_bf16gemm_link()")
         if "dot_add" in self.helpers:
             src("from xbench.backends.cpu.blas import dot_add as _xb_dot_add")
         if "tap_gemms" in self.helpers:

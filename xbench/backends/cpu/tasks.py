@@ -111,6 +111,29 @@ def array_at(typingctx, ptr, shape, dtype):
     return arrty(ptr, shape, dtype), codegen
 
 
+@intrinsic
+def strided_at(typingctx, ptr, shape, strides, dtype):
+    """The array of `dtype` and `shape` at `ptr` with `strides` (bytes; tuples of ints), owned elsewhere."""
+    if (ptr != types.voidptr or not isinstance(shape, types.UniTuple) or not isinstance(strides, types.UniTuple)
+            or len(shape) != len(strides) or not isinstance(dtype, (types.NumberClass, types.DType))):
+        return None
+    elt = dtype.instance_type if isinstance(dtype, types.NumberClass) else dtype.dtype
+    arrty = types.Array(elt, len(shape), "A")
+
+    def codegen(context, builder, signature, args):
+        intp = context.get_value_type(types.intp)
+        widen = lambda v: builder.sext(v, intp) if v.type.width < intp.width else v  # noqa: E731
+        lltype = context.get_data_type(elt)
+        ary = context.make_array(arrty)(context, builder)
+        context.populate_array(ary, data=builder.bitcast(args[0], lltype.as_pointer()),
+                               shape=[widen(d) for d in cgutils.unpack_tuple(builder, args[1], len(shape))],
+                               strides=[widen(d) for d in cgutils.unpack_tuple(builder, args[2], len(shape))],
+                               itemsize=ir.Constant(intp, context.get_abi_sizeof(lltype)), meminfo=None)
+        return ary._getvalue()
+
+    return arrty(ptr, shape, strides, dtype), codegen
+
+
 def _new(zero: bool):
     def new(typingctx, shape, dtype):
         if (not isinstance(shape, types.BaseTuple) or not all(isinstance(t, types.Integer) for t in shape)
