@@ -28,7 +28,9 @@ def test_index_add_splits_across_threads_with_the_serial_result_bit_for_bit(monk
     src = rng.standard_normal((12000, 64)).astype(np.float32)
     split = xb.ops.index_add.compile("cpu", x, 0, idx, src, schedule={"k0_scatter": {"parallel": True}})
     serial = xb.ops.index_add.compile("cpu", x, 0, idx, src, schedule={"k0_scatter": {"parallel": False}})
-    assert "numba.prange(" in split.source and "numba.prange(" not in serial.source
+    # the split runs as tasks on numba's threads, the target zeroed once before them
+    assert "_xb_parallel_for(" in split.source and "k0_scatter_head(" in split.source
+    assert "_xb_parallel_for(" not in serial.source and "numba.prange(" not in serial.source
     got = split.run(x, idx, src)[0]
     np.testing.assert_array_equal(got, serial.run(x, idx, src)[0])
     ref = x.astype(np.float64)

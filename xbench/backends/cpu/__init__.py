@@ -333,14 +333,17 @@ def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
     import numba
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
+    fn = getattr(module, name)
     if _runs_as_tasks(module, name):
-        return
+        fn = getattr(module, f"{fn.__name__}_head", None)          # its serial set-up, when it has one
+        if fn is None:
+            return
     sig = tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), n, "C") for d, n in spec)
     with global_compiler_lock:
         before = config.OPT
         config.OPT = type(before)(getattr(module, "OPT", {}).get(name, 3))
         try:
-            getattr(module, name).compile(sig)
+            fn.compile(sig)
         finally:
             config.OPT = before
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import textwrap
 import tokenize
 
 import numpy as np
@@ -425,8 +426,9 @@ class ModuleWriter:
     def tasks(self, k: Kernel, text: str) -> str:
         """A kernel whose body is serial set-up and then one `prange` loop, as `<name>_part(buffers, _lo, _hi)`
         (the set-up, then the loop over a range), called per chunk by the module's C-callable `_xb_task` that
-        numba's threading layer runs, and `<name>`, which launches it (see `tasks`). Other kernels keep numba's
-        parallel loops."""
+        numba's threading layer runs, and `<name>`, which launches it (see `tasks`). A set-up that writes a buffer
+        (a scatter's target zeroed before the adds) runs once, as `<name>_head(buffers)`, before the launch,
+        when the loop reads nothing it assigns. Other kernels keep numba's parallel loops."""
         lines = text.rstrip("\n").split("\n")
         params = self.params(k)
         bufs = [self.program.buffers[p] for p in params]
@@ -435,9 +437,14 @@ class ModuleWriter:
         setup = lines[2:at] if at is not None else []
         if (head is None or "parallel=True" not in lines[0] or len(lines) <= at + 1
                 or any(line and not line.startswith("        ") for line in lines[at + 1:])
-                or any("numba.prange(" in line or _writes_param(line, params) for line in setup)
+                or any("numba.prange(" in line for line in setup)
                 or any(len(b.shape) == 0 for b in bufs)):
             return text
+        once = []
+        if any(_writes_param(line, params) for line in setup):
+            if _assigned(setup) & _names(lines[at + 1:]):
+                return text
+            once, setup = setup, []
         self.helpers.add("tasks")
         var, n = head.groups()
         # each thread's scratch, allocated per iteration (at any depth) under prange, is allocated once per part
@@ -456,7 +463,9 @@ class ModuleWriter:
             "\n".join(body).replace("numba.prange(", "range("),
             "",
             "",
+            *([self.decorator(False), f"def {k.name}_head({', '.join(params)}):", *once, "", ""] if once else []),
             f"def {k.name}({', '.join(params)}):",
+            *([f"    {k.name}_head({', '.join(params)})"] if once else []),
             f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {n}, {', '.join(params)})",
         ])
 
@@ -972,6 +981,18 @@ def canonical(text: str) -> str:
             out.append(t)
         after_dot = tok.type == tokenize.OP and tok.string == "."
     return " ".join(out)
+
+
+def _assigned(lines: list[str]) -> set[str]:
+    """The names that lines of a function body assign (loop variables included)."""
+    tree = ast.parse(textwrap.dedent("\n".join(lines)))
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _names(lines: list[str]) -> set[str]:
+    """The names that lines of a function body read."""
+    tree = ast.parse(textwrap.dedent("\n".join(lines)))
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _writes_param(line: str, params: list[str]) -> bool:
