@@ -64,7 +64,8 @@ def test_a_strided_output_and_an_empty_contraction():
 
 @needs_bf16
 def test_kernels_call_the_gemm_by_symbol_with_the_same_bits():
-    G.link()
+    G.link(False)
+    G.link(True)
     M, K, N = 37, 2 * G.KC + 19, 53
     for name, (a, b) in layouts(M, K, N).items():
         for add in (False, True):

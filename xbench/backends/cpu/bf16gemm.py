@@ -27,7 +27,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from .tasks import data, strided_at
+from .tasks import data, entry_point, strided_at
 
 MR, NV = 6, 4                 # a tile of MR rows by NV vectors of 16 columns: 24 accumulators in registers
 NR = 16 * NV
@@ -335,15 +335,11 @@ def gemm_serial(a, b, out, add=False):
         _item(a, bp, out, m0, 0, panels, 0, pairs, add, ap, acc)
 
 
-# Kernels call the GEMM by a C symbol rather than as a numba function: a call to a numba function links that
-# function's code into the caller's and optimises it again there (the GEMM with its parallel loops: 0.5 s of every
-# bfloat16 contraction's compile); a call by symbol links nothing. The entry points take each array as its data
-# pointer and strides in bytes; `link` compiles them and names them to the JIT's linker.
+# Kernels call the GEMM through C entry points (`tasks.entry_point`), not as numba functions, whose code numba
+# would link into every kernel and optimise again there (the GEMM with its parallel loops: 0.5 s of every bfloat16
+# contraction's cold compile). The entry points take each array as its data pointer and strides in bytes.
 _C_SIG = types.void(types.voidptr, types.intp, types.intp, types.voidptr, types.intp, types.intp, types.voidptr,
                     types.intp, types.intp, types.intp, types.intp, types.intp, types.intp, types.intp)
-_GEMM, _SERIAL = "xbench_gemm_bf16", "xbench_gemm_bf16_serial"
-_gemm_c = types.ExternalFunction(_GEMM, _C_SIG)
-_serial_c = types.ExternalFunction(_SERIAL, _C_SIG)
 
 
 def _gemm_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
@@ -356,28 +352,30 @@ def _serial_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add
                 strided_at(out, (M, N), (so0, so1), np.float32), add != 0)
 
 
+_gemm_c = types.ExternalFunction("xbench_gemm_bf16", _C_SIG)
+_serial_c = types.ExternalFunction("xbench_gemm_bf16_serial", _C_SIG)
+
+
 @functools.cache
-def link() -> None:
-    """Compile (or load from numba's cache) the C entry points of `gemm` and `gemm_serial` and add their symbols
-    to the JIT's: before any function that calls `call` or `call_serial` is compiled or loaded from the cache
-    (a generated module that calls them runs this when imported)."""
-    import llvmlite.binding as ll
+def link(serial: bool) -> None:
+    """Register the entry point of `gemm_serial` (or `gemm`), which `call_serial` (`call`) calls: before any
+    function that calls it is compiled or loaded from the cache (a generated module that does runs this first)."""
     from numba.np.ufunc import parallel
 
     parallel._launch_threads()          # the threading layer's symbols, which `gemm` loaded from the cache needs
-    for symbol, entry in ((_GEMM, _gemm_entry), (_SERIAL, _serial_entry)):
-        ll.add_symbol(symbol, numba.cfunc(_C_SIG, nopython=True, cache=True)(entry).address)
+    ext = _serial_c if serial else _gemm_c
+    entry_point(ext.symbol, _C_SIG, _serial_entry if serial else _gemm_entry)
 
 
 @numba.njit(nogil=True, cache=True)
 def call(a, b, out, threads, add=False):
-    """`gemm(a, b, out, threads, add)` through its C entry point (`link` first)."""
+    """`gemm(a, b, out, threads, add)` through its entry point (`link(False)` first)."""
     _gemm_c(data(a), a.strides[0], a.strides[1], data(b), b.strides[0], b.strides[1], data(out), out.strides[0],
             out.strides[1], a.shape[0], a.shape[1], b.shape[1], threads, 1 if add else 0)
 
 
 @numba.njit(nogil=True, cache=True)
 def call_serial(a, b, out, add=False):
-    """`gemm_serial(a, b, out, add)` through its C entry point (`link` first)."""
+    """`gemm_serial(a, b, out, add)` through its entry point (`link(True)` first)."""
     _serial_c(data(a), a.strides[0], a.strides[1], data(b), b.strides[0], b.strides[1], data(out), out.strides[0],
               out.strides[1], a.shape[0], a.shape[1], b.shape[1], 1, 1 if add else 0)

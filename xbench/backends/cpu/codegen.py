@@ -313,10 +313,11 @@ class ModuleWriter:
             src("from xbench.backends.cpu.memory import prefetch as _xb_prefetch, stream as _xb_stream")
         if "dot" in self.helpers:
             src("from xbench.backends.cpu.blas import dot as _xb_dot")
-        if "gemm_bf16" in self.helpers:
-            src("from xbench.backends.cpu.bf16gemm import call as _xb_gemm_bf16, call_serial as _xb_gemm_bf16_serial, "
-                "link as _xb_bf16gemm_link")
-            src("_xb_bf16gemm_link()")
+        for serial in (False, True):
+            if ("gemm_bf16_serial" if serial else "gemm_bf16") in self.helpers:
+                src(f"from xbench.backends.cpu.bf16gemm import call{'_serial' * serial} as "
+                    f"_xb_gemm_bf16{'_serial' * serial}, link as _xb_bf16gemm_link")
+                src(f"_xb_bf16gemm_link({serial})")
         if "dot_add" in self.helpers:
             src("from xbench.backends.cpu.blas import dot_add as _xb_dot_add")
         if "tap_gemms" in self.helpers:
@@ -1142,7 +1143,8 @@ class ContractWriter:
         dt = c.dtype
         pairs = self._bf16_pairs()
         od = "bfloat16" if pairs else dt          # the operands' dtype as the GEMM reads them
-        w.helpers.add("gemm_bf16" if pairs else "dot")
+        if not pairs:
+            w.helpers.add("dot")
         src = Source()
         src(f"def {k.name}({', '.join(w.params(k))}):")
         M, N, K = _prod(self.m), _prod(self.n), _prod(self.kaxes)
@@ -1192,8 +1194,10 @@ class ContractWriter:
                 if panel:
                     self._panels(src, a_, c.rhs, dt, out, panel)
                 elif pairs and blas_serial(self.sched):
+                    w.helpers.add("gemm_bf16_serial")
                     src(f"_xb_gemm_bf16_serial({a_}, {b_}, {out})")
                 elif pairs:
+                    w.helpers.add("gemm_bf16")
                     src(f"_xb_gemm_bf16({a_}, {b_}, {out}, {w.threads})")
                 else:
                     src(f"_xb_dot({a_}, {b_}, {out})")

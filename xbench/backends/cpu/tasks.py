@@ -161,6 +161,17 @@ new_zeros = intrinsic(_new(True))
 new_zeros.__doc__ = "np.zeros(shape, dtype) for a tuple of ints and a numpy scalar type, as an intrinsic."
 
 
+def entry_point(name: str, sig: types.Signature, fn) -> types.ExternalFunction:
+    """`fn` compiled (or loaded from numba's cache) as a C function of `sig`, its address added to the JIT's
+    symbols as `name`: numba-compiled code calls the returned external function by that name, without linking
+    `fn`'s code into its own (numba links the code of every numba function a function calls, and optimises and
+    compiles it again there). Register it before any function that calls it is compiled or loaded."""
+    import llvmlite.binding as ll
+    from numba import cfunc
+    ll.add_symbol(name, cfunc(sig, cache=True)(fn).address)
+    return types.ExternalFunction(name, sig)
+
+
 @functools.cache
 def _launcher():
     import llvmlite.binding as ll

@@ -27,7 +27,7 @@ import numpy as np
 from numba import types
 
 from .blas import dot
-from .tasks import NoAliasCompiler, array_at
+from .tasks import NoAliasCompiler, array_at, entry_point
 
 _JIT = dict(nogil=True, cache=True, fastmath=True, error_model="numpy", pipeline_class=NoAliasCompiler)
 
@@ -158,7 +158,4 @@ def _tiles_float64(x, u, v, p, y, C, M, plane, rows, tw, wp, i0, i1, tiles_):
 def external(dtype: str) -> types.ExternalFunction:
     """`tiles` for `dtype` as an external function numba-compiled kernels call by symbol name; the symbol is
     registered here, before any kernel that calls it is compiled or loaded from the cache."""
-    import llvmlite.binding as ll
-    name = f"xbench_winograd_tiles_{dtype}"
-    ll.add_symbol(name, numba.cfunc(TILES_SIG, cache=True)(globals()[f"_tiles_{dtype}"]).address)
-    return types.ExternalFunction(name, TILES_SIG)
+    return entry_point(f"xbench_winograd_tiles_{dtype}", TILES_SIG, globals()[f"_tiles_{dtype}"])
