@@ -1,13 +1,15 @@
 """The bfloat16 GEMM (vdpbf16ps micro-kernel, packing, blocking, threads) against float64 products of the same
-bfloat16 values, over every operand layout and edge, and the contractions that take it."""
+bfloat16 values, over every operand layout and edge, and the contractions that take it; and its AMX twin."""
 import ml_dtypes
 import numpy as np
 import pytest
 
 import xbench as xb
+from xbench.backends.cpu import amx
 from xbench.backends.cpu import bf16gemm as G
 
 needs_bf16 = pytest.mark.skipif(not G.available(), reason="this CPU has no AVX512-BF16 (contractions use SGEMM)")
+needs_amx = pytest.mark.skipif(not amx.permitted(), reason="this CPU has no AMX-BF16, or Linux refused its tiles")
 rng = np.random.default_rng(5)
 
 
@@ -62,19 +64,41 @@ def test_a_strided_output_and_an_empty_contraction():
     assert (out == 0).all()
 
 
+@needs_amx
+@pytest.mark.parametrize("M,K,N", [(G.MR, 2, G.NR), (37, 19, 53), (1, 1, 1), (130, 515, 70), (197, 64, 209),
+                                   (50, 2049, 50), (64, 64, 64)])
+def test_the_amx_gemm_matches_float64_products_of_the_same_values(M, K, N):
+    # edge blocks in both directions, K not a whole tile step, several KC blocks (2049 = 8 x 256 + 1), exact blocks
+    for name, (a, b) in layouts(M, K, N).items():
+        want = value(a) @ value(b)
+        tol = 4 * K * np.finfo(np.float32).eps * (np.abs(value(a)) @ np.abs(value(b)))
+        for add in (False, True):
+            for serial in (False, True):
+                start = rng.standard_normal((M, 2 * N)).astype(np.float32)
+                out = np.array(start)[:, ::2]                                  # a strided output
+                before = out.copy()
+                if serial:
+                    amx.gemm_serial(a, b, out, add)
+                else:
+                    amx.gemm(a, b, out, 2, add)
+                expect = want + before if add else want
+                assert (np.abs(out - expect) <= tol + 1e-6 * np.abs(before)).all(), (name, add, serial)
+
+
 @needs_bf16
 def test_kernels_call_the_gemm_by_symbol_with_the_same_bits():
     G.link(False)
     G.link(True)
+    unit = amx if amx.permitted() else G                   # the entry points run AMX where this process may
     M, K, N = 37, 2 * G.KC + 19, 53
     for name, (a, b) in layouts(M, K, N).items():
         for add in (False, True):
             start = rng.standard_normal((M, 2 * N)).astype(np.float32)
             want, got = np.array(start)[:, ::2], np.array(start)[:, ::2]            # strided outputs
-            G.gemm(a, b, want, 2, add)
+            unit.gemm(a, b, want, 2, add)
             G.call(a, b, got, 2, add)
             assert np.array_equal(got, want), (name, add)
-            G.gemm_serial(a, b, want, add)
+            unit.gemm_serial(a, b, want, add)
             G.call_serial(a, b, got, add)
             assert np.array_equal(got, want), (name, add)
 

@@ -358,13 +358,19 @@ _serial_c = types.ExternalFunction("xbench_gemm_bf16_serial", _C_SIG)
 
 @functools.cache
 def link(serial: bool) -> None:
-    """Register the entry point of `gemm_serial` (or `gemm`), which `call_serial` (`call`) calls: before any
-    function that calls it is compiled or loaded from the cache (a generated module that does runs this first)."""
+    """Register the entry point of `gemm_serial` (or `gemm`), which `call_serial` (`call`) calls, or of their AMX
+    twins (`amx`) where the CPU has AMX and Linux lets this process use it: before any function that calls it is
+    compiled or loaded from the cache (a generated module that does runs this first)."""
     from numba.np.ufunc import parallel
+
+    from . import amx
 
     parallel._launch_threads()          # the threading layer's symbols, which `gemm` loaded from the cache needs
     ext = _serial_c if serial else _gemm_c
-    entry_point(ext.symbol, _C_SIG, _serial_entry if serial else _gemm_entry)
+    if amx.permitted():
+        entry_point(ext.symbol, _C_SIG, amx.serial_entry if serial else amx.gemm_entry)
+    else:
+        entry_point(ext.symbol, _C_SIG, _serial_entry if serial else _gemm_entry)
 
 
 @numba.njit(nogil=True, cache=True)
