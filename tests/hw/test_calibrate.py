@@ -66,6 +66,17 @@ def test_quick_calibration_is_physically_plausible(quick) -> None:
     assert t.source("peak.float32.vector").startswith("measured ")
     assert t.source("memory.dram.bandwidth_bytes_per_s").startswith("measured ")
     assert set(t.cpu.spread) >= {"peak_float32", "peak_float64", "triad"}
+    if {"amx_bf16", "avx512_bf16"} & set(t.cpu.isa):     # the bfloat16 GEMM's unit is a roof of its own
+        assert t.peak_flops("bfloat16", "tensor") >= 2 * f32
+
+
+def test_the_bfloat16_matrix_peak_is_the_isas_rate() -> None:
+    fp32 = {"value": 300e9}
+    amx = cal._matrix_peaks(["avx512f", "avx512_bf16", "amx_tile", "amx_bf16"], 2, 2.5e9, fp32)
+    assert amx["bfloat16"]["tensor"]["value"] == 2 * 1024 * 2 * 2.5e9      # 1,024 multiply-adds a cycle a core
+    vnni = cal._matrix_peaks(["avx512f", "avx512_bf16"], 2, 2.5e9, fp32)
+    assert vnni["bfloat16"]["tensor"]["value"] == 600e9
+    assert cal._matrix_peaks(["avx2", "fma"], 2, 2.5e9, fp32) == {}
 
 
 def test_cache_geometry_matches_cpuid_or_lscpu(quick) -> None:

@@ -47,7 +47,7 @@ from ..cache import atomic_write
 from ..config import cache_dir
 from .target import LOCAL_CPU, Target, build_target
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 _CACHE_FILE = "cpu-local.json"
 NOISY = 0.2               # a spread above this is flagged, and the calibration measured again when next loaded
 REMEASURE = 2             # ... at most this many times
@@ -134,7 +134,7 @@ def cpu_facts() -> dict[str, Any]:
         pass
     flags = set(info.get("flags", "").split())
     isa = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
-                       "avx512_fp16", "amx_tile", "neon", "asimd", "sve") if f in flags]
+                       "avx512_fp16", "amx_tile", "amx_bf16", "neon", "asimd", "sve") if f in flags]
     mhz = None
     mhz_src = ""
     for p in ("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",):
@@ -371,6 +371,7 @@ def _measure(quick: bool, verbose: bool) -> dict[str, Any]:
     spread["triad"] = {"value": triad[1], "source": measured}
     fp32_1 = raw["peak_float32"]["one"][0]
     mhz = facts["mhz"]
+    peaks.update(_matrix_peaks(facts["isa"], cores, mhz * 1e6 if mhz else fp32_1 / 32, peaks["float32"]["vector"]))
     data = {
         "schema": 1, "name": LOCAL_CPU, "kind": "cpu", "vendor": facts["vendor"],
         "full_name": f"{facts['model']} ({cores} cores, this machine)",
@@ -392,6 +393,20 @@ def _measure(quick: bool, verbose: bool) -> dict[str, Any]:
     _measurements += 1
     return {"version": FORMAT_VERSION, "quick": quick, "measured": _dt.datetime.now(_dt.UTC).isoformat(),
             "key": _host_key(facts, caches), "raw": raw, "data": data}
+
+
+def _matrix_peaks(isa: list[str], cores: int, hz: float, fp32: dict[str, Any]) -> dict[str, Any]:
+    """The bfloat16 contraction peak of the units the cpu backend's bfloat16 GEMM runs on (`backends/cpu/amx`,
+    `bf16gemm`), from the ISA's rates: none measured, so that no measured GEMM beats its roof."""
+    if "amx_bf16" in isa:
+        return {"bfloat16": {"tensor": {"value": 2 * 1024 * cores * hz, "uncertain": True, "source": (
+            f"AMX-BF16: 1,024 bfloat16 multiply-adds per cycle per core (tdpbf16ps: 16 x 16 x 32 in 16 cycles) "
+            f"x {cores} cores x {hz / 1e9:.2f} GHz")}}}
+    if "avx512_bf16" in isa:
+        return {"bfloat16": {"tensor": {"value": 2 * fp32["value"], "uncertain": True, "source": (
+            "AVX512-BF16: vdpbf16ps adds two bfloat16 products into each float32 lane, twice an FMA's: 2 x the "
+            "measured float32 peak")}}}
+    return {}
 
 
 def noisy(entry: dict[str, Any]) -> list[str]:

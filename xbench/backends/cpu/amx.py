@@ -23,8 +23,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from .bf16gemm import NR, _fill, _pack_b_panel
-from .tasks import strided_at
+from .bf16gemm import NR, LLVMType, _fill, _pack_b_panel, views
 
 BLOCK = 32                    # rows and columns of C per micro-kernel call: 2 x 2 tiles
 STEP = 32                     # k per tile step (16 pairs: a tile row of 64 bytes)
@@ -49,19 +48,6 @@ def permitted() -> bool:
     return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
 
 
-class _Tile(ir.Type):
-    """LLVM's `x86_amx`, a tile register's value (llvmlite names no such type)."""
-
-    def _to_string(self):
-        return "x86_amx"
-
-    def __eq__(self, other):
-        return isinstance(other, _Tile)
-
-    def __hash__(self):
-        return hash("x86_amx")
-
-
 @intrinsic
 def tiles(typingctx, a_addr, lda, b_addr, steps, c_addr, ldc, accumulate):
     """C[32, 32] (float32, rows `ldc` bytes apart) = (C if accumulate else 0) + A[32, 32 steps] (bfloat16, rows
@@ -72,7 +58,7 @@ def tiles(typingctx, a_addr, lda, b_addr, steps, c_addr, ldc, accumulate):
         return None
 
     def codegen(context, builder, signature, args):
-        i8, i16, i64, tile = ir.IntType(8), ir.IntType(16), ir.IntType(64), _Tile()
+        i8, i16, i64, tile = ir.IntType(8), ir.IntType(16), ir.IntType(64), LLVMType("x86_amx")
         ptr = i8.as_pointer()
         a, la, b, n, c, lc = (builder.sext(v, i64) if v.type.width < 64 else v for v in args[:6])
         add = builder.icmp_unsigned("!=", args[6], ir.Constant(args[6].type, 0))
@@ -172,24 +158,32 @@ def _blocks(ap, bp, out, w0, w1, add, acc):
                     out[top + r, left + c] = acc[r, c]
 
 
+@numba.njit(nogil=True, cache=True)
+def _buffers(a, b):
+    """A's copy (rows a whole number of blocks, k of steps) and B's panels (k-pairs of whole steps, zero), with
+    the count of C's blocks."""
+    M, K = a.shape
+    N = b.shape[1]
+    steps = (K + STEP - 1) // STEP
+    rows = (M + BLOCK - 1) // BLOCK * BLOCK
+    ap = np.empty((rows, steps * STEP), np.uint16)
+    bp = np.zeros(((N + NR - 1) // NR, steps * STEP // 2, NR), np.uint32)
+    return ap, bp, rows // BLOCK * ((N + BLOCK - 1) // BLOCK)
+
+
 @numba.njit(nogil=True, cache=True, parallel=True)
 def gemm(a, b, out, threads, add=False):
     """out[M, N] (float32) (+)= a[M, K] @ b[K, N], a and b bfloat16 bits (uint16, any strides), on `threads` of
     numba's threads; only in a process `permitted` answered yes."""
-    M, K = a.shape
-    N = b.shape[1]
-    if K == 0:
+    if a.shape[1] == 0:
         _fill(out, add)
         return
-    steps = (K + STEP - 1) // STEP
-    rows = (M + BLOCK - 1) // BLOCK * BLOCK
-    bp = np.zeros(((N + NR - 1) // NR, steps * STEP // 2, NR), np.uint32)     # whole steps of k-pairs
+    ap, bp, items = _buffers(a, b)
     for j in numba.prange(bp.shape[0]):
         _pack_b_panel(b, bp, j)
-    ap = np.empty((rows, steps * STEP), np.uint16)
+    blocks = ap.shape[0] // BLOCK
     for t in numba.prange(threads):
-        _pack_a_rows(a, ap, rows // BLOCK * t // threads * BLOCK, rows // BLOCK * (t + 1) // threads * BLOCK)
-    items = rows // BLOCK * ((N + BLOCK - 1) // BLOCK)
+        _pack_a_rows(a, ap, blocks * t // threads * BLOCK, blocks * (t + 1) // threads * BLOCK)
     for t in numba.prange(threads):
         acc = np.empty((BLOCK, BLOCK), np.float32)
         _blocks(ap, bp, out, items * t // threads, items * (t + 1) // threads, add, acc)
@@ -198,28 +192,22 @@ def gemm(a, b, out, threads, add=False):
 @numba.njit(nogil=True, cache=True)
 def gemm_serial(a, b, out, add=False):
     """`gemm` on the calling thread alone (inside a kernel's own parallel loop)."""
-    M, K = a.shape
-    N = b.shape[1]
-    if K == 0:
+    if a.shape[1] == 0:
         _fill(out, add)
         return
-    steps = (K + STEP - 1) // STEP
-    rows = (M + BLOCK - 1) // BLOCK * BLOCK
-    bp = np.zeros(((N + NR - 1) // NR, steps * STEP // 2, NR), np.uint32)     # whole steps of k-pairs
+    ap, bp, items = _buffers(a, b)
     for j in range(bp.shape[0]):
         _pack_b_panel(b, bp, j)
-    ap = np.empty((rows, steps * STEP), np.uint16)
-    _pack_a_rows(a, ap, 0, rows)
-    acc = np.empty((BLOCK, BLOCK), np.float32)
-    _blocks(ap, bp, out, 0, rows // BLOCK * ((N + BLOCK - 1) // BLOCK), add, acc)
+    _pack_a_rows(a, ap, 0, ap.shape[0])
+    _blocks(ap, bp, out, 0, items, add, np.empty((BLOCK, BLOCK), np.float32))
 
 
 # the C entry points `bf16gemm.link` registers in a process `permitted` answered yes (its signature `_C_SIG`)
 def gemm_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
-    gemm(strided_at(a, (M, K), (sa0, sa1), np.uint16), strided_at(b, (K, N), (sb0, sb1), np.uint16),
-         strided_at(out, (M, N), (so0, so1), np.float32), threads, add != 0)
+    A, B, C = views(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N)
+    gemm(A, B, C, threads, add != 0)
 
 
 def serial_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
-    gemm_serial(strided_at(a, (M, K), (sa0, sa1), np.uint16), strided_at(b, (K, N), (sb0, sb1), np.uint16),
-                strided_at(out, (M, N), (so0, so1), np.float32), add != 0)
+    A, B, C = views(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N)
+    gemm_serial(A, B, C, add != 0)

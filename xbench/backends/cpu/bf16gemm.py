@@ -47,17 +47,20 @@ def available() -> bool:
         return False
 
 
-class _BFloat(ir.Type):
-    """LLVM's `bfloat` (llvmlite names no such type); vdpbf16ps's intrinsic takes vectors of it."""
+class LLVMType(ir.Type):
+    """An LLVM type llvmlite has no class for, by its name in the IR: `bfloat` (vdpbf16ps's operands), `x86_amx`."""
+
+    def __init__(self, name: str):
+        self._name = name
 
     def _to_string(self):
-        return "bfloat"
+        return self._name
 
     def __eq__(self, other):
-        return isinstance(other, _BFloat)
+        return isinstance(other, LLVMType) and other._name == self._name
 
     def __hash__(self):
-        return hash("bfloat")
+        return hash(("LLVMType", self._name))
 
 
 @intrinsic
@@ -72,7 +75,7 @@ def tile(typingctx, a_addr, b_addr, pairs, c_addr, ldc, accumulate):
 
     def codegen(context, builder, signature, args):
         i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
-        v16i, v16f, v32b = ir.VectorType(i32, 16), ir.VectorType(f32, 16), ir.VectorType(_BFloat(), 32)
+        v16i, v16f, v32b = ir.VectorType(i32, 16), ir.VectorType(f32, 16), ir.VectorType(LLVMType("bfloat"), 32)
         a, b, n, c, ld = (builder.sext(v, i64) if v.type.width < 64 else v for v in args[:5])
         add = builder.icmp_unsigned("!=", args[5], ir.Constant(args[5].type, 0))
         name = "llvm.x86.avx512bf16.dpbf16ps.512"
@@ -342,14 +345,21 @@ _C_SIG = types.void(types.voidptr, types.intp, types.intp, types.voidptr, types.
                     types.intp, types.intp, types.intp, types.intp, types.intp, types.intp, types.intp)
 
 
+@numba.njit(inline="always", nogil=True)
+def views(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N):
+    """An entry point's A, B and C as arrays."""
+    return (strided_at(a, (M, K), (sa0, sa1), np.uint16), strided_at(b, (K, N), (sb0, sb1), np.uint16),
+            strided_at(out, (M, N), (so0, so1), np.float32))
+
+
 def _gemm_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
-    gemm(strided_at(a, (M, K), (sa0, sa1), np.uint16), strided_at(b, (K, N), (sb0, sb1), np.uint16),
-         strided_at(out, (M, N), (so0, so1), np.float32), threads, add != 0)
+    A, B, C = views(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N)
+    gemm(A, B, C, threads, add != 0)
 
 
 def _serial_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
-    gemm_serial(strided_at(a, (M, K), (sa0, sa1), np.uint16), strided_at(b, (K, N), (sb0, sb1), np.uint16),
-                strided_at(out, (M, N), (so0, so1), np.float32), add != 0)
+    A, B, C = views(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N)
+    gemm_serial(A, B, C, add != 0)
 
 
 _gemm_c = types.ExternalFunction("xbench_gemm_bf16", _C_SIG)
