@@ -29,6 +29,7 @@ import sys
 import tempfile
 import textwrap
 
+import ml_dtypes
 import numpy as np
 
 import xbench as xb
@@ -101,6 +102,13 @@ def cases(quick: bool):
                     (lambda a, c: lambda t: (lambda ta, tc: (lambda: t.mm(ta, tc)))(t.from_numpy(a),
                                                                                   t.from_numpy(c)))(a, c),
                     3 * a.nbytes, 2 * m ** 3))
+    m = 512 if quick else 2048            # bfloat16 operands, float32 sums (autocast's matmul); numpy widens them
+    a, c = f32(m, m).astype(ml_dtypes.bfloat16), f32(m, m).astype(ml_dtypes.bfloat16)
+    out.append((f"matmul{m}_bf16", (lambda a, c: lambda: ops.mm(a, c))(a, c),
+                (lambda a, c: lambda: a.astype(np.float32) @ c.astype(np.float32))(a, c),
+                (lambda a, c: lambda t: (lambda ta, tc: (lambda: t.mm(ta, tc)))(
+                    t.from_numpy(a.view(np.int16)).view(t.bfloat16), t.from_numpy(c.view(np.int16)).view(t.bfloat16)))(
+                    a, c), 3 * a.nbytes, 2 * m ** 3))
     bb, hh, ss, dd = (2, 4, 256, 64) if quick else (8, 8, 512, 64)
     q, k, v = f32(bb, hh, ss, dd), f32(bb, hh, ss, dd), f32(bb, hh, ss, dd)
     out.append(("attention", lambda: ops.scaled_dot_product_attention(q, k, v), lambda: _np_attention(q, k, v),
@@ -141,6 +149,19 @@ _QUICK = False
 
 
 # ---- machine limits, measured in this run -------------------------------------------------------------
+
+def limit_flops(name: str, peak: float) -> float:
+    """The FLOP/s limit of a contraction: the float32 FMA peak, or for bfloat16 operands the rate of the unit the
+    bfloat16 GEMM runs on (`xbench.hw.calibrate._matrix_peaks`: AMX's or vdpbf16ps's, from the ISA), where
+    this CPU has one."""
+    if not name.endswith("_bf16"):
+        return peak
+    from xbench.hw.calibrate import _matrix_peaks, cpu_facts
+    facts = cpu_facts()
+    hz = facts["mhz"] * 1e6 if facts["mhz"] else peak / facts["cores"] / 32
+    return _matrix_peaks(facts["isa"], facts["cores"], hz, {"value": peak}).get("bfloat16", {}).get(
+        "tensor", {}).get("value", peak)
+
 
 def machine_limits() -> tuple[float, float]:
     """(bytes/s of a STREAM triad, float32 FLOP/s of an FMA kernel) on all cores, measured now with xbench's
@@ -276,7 +297,8 @@ def main() -> int:
                 t_tc = bench(compiled)
         executed, how = executed_flops(name, flops)
         results.append((name, t_xb.min_ms, flops, executed, how, nbytes))
-        pct = (executed / (t_xb.median_ms * 1e-3) / peak if flops else nbytes / (t_xb.median_ms * 1e-3) / bw) * 100
+        pct = (executed / (t_xb.median_ms * 1e-3) / limit_flops(name, peak) if flops
+               else nbytes / (t_xb.median_ms * 1e-3) / bw) * 100
         limit = f"{pct:5.1f}% {'peak' if flops else 'bw'}" if flops or nbytes >= 2 * _llc() else "(in cache)"
 
         def cell(t):
@@ -304,7 +326,7 @@ def main() -> int:
     for name, best_ms, flops, executed, _, nbytes in results:
         if not flops and nbytes < 2 * _llc():
             continue               # cache-resident: the memory triad is not its limit
-        frac = executed / (best_ms * 1e-3) / peak if flops else nbytes / (best_ms * 1e-3) / bw
+        frac = executed / (best_ms * 1e-3) / limit_flops(name, peak) if flops else nbytes / (best_ms * 1e-3) / bw
         if frac > 1.0:
             over.append(f"{name} {frac:.0%}")
     print("check: no operator's fastest run is above its limit (the higher of the two measurements)" if not over
