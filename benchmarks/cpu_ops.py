@@ -164,14 +164,15 @@ def limit_flops(name: str, peak: float) -> float:
 
 
 def machine_limits() -> tuple[float, float]:
-    """(bytes/s of a STREAM triad, float32 FLOP/s of an FMA kernel) on all cores, measured now with xbench's
+    """(bytes/s of a STREAM triad, float32 FLOP/s of an FMA kernel or a GEMM) on all cores, measured now with xbench's
     calibration code: the best of many short runs (a busy host only slows a run down)."""
-    from xbench.hw.calibrate import measure_peaks, measure_triad
+    from xbench.hw.calibrate import measure_gemm, measure_peaks, measure_triad
     threads = os.cpu_count() or 1
     # 3 x 64 MiB, well past the last-level cache; on one thread too: where other work holds a core, a second
     # thread mostly waits, and one core alone moves nearly all the bandwidth (~50 of ~60 GB/s on Zen 5)
     bw = max(measure_triad(t, 1 << 23, 20)[2] for t in dict.fromkeys((threads, 1)))
-    peak = measure_peaks(threads, 20, 0.02)["float32"][2]
+    # a BLAS GEMM's rate is a floor under the peak (the FMA kernel runs narrow where LLVM prefers short vectors)
+    peak = max(measure_peaks(threads, 20, 0.02)["float32"][2], measure_gemm(5)["float32"])
     return bw, peak
 
 

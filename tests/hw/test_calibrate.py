@@ -66,6 +66,9 @@ def test_quick_calibration_is_physically_plausible(quick) -> None:
     assert t.source("peak.float32.vector").startswith("measured ")
     assert t.source("memory.dram.bandwidth_bytes_per_s").startswith("measured ")
     assert set(t.cpu.spread) >= {"peak_float32", "peak_float64", "triad"}
+    # no GEMM this machine runs is above its peak
+    assert raw["gemm"]["float32"] <= f32 and raw["gemm"]["float64"] <= f64
+    assert raw["gemm"]["float32"] >= 1e9
     if {"amx_bf16", "avx512_bf16"} & set(t.cpu.isa):     # the bfloat16 GEMM's unit is a roof of its own
         assert t.peak_flops("bfloat16", "tensor") >= 2 * f32
 

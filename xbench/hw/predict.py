@@ -661,16 +661,6 @@ def _prefix_slope() -> float:
     return max(0.0, (times[1] - times[0]) * 1e9 / (32768 - 4096))
 
 
-def _numba_gemm():
-    """np.dot inside a numba function: the BLAS (SciPy's) and the call path the cpu backend's contractions use."""
-    import numba
-
-    @numba.njit(cache=True, nogil=True)
-    def gemm(a, b, c):
-        np.dot(a, b, c)
-    return gemm
-
-
 def _model_path():
     from ..config import cache_dir
     return cache_dir("hw") / "cpu-model.json"
@@ -703,7 +693,7 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
             model = None
     changed = False
     if model is None:
-        from .calibrate import measure_read, measure_triad
+        from .calibrate import blas_gemm, measure_read, measure_triad
         if verbose:
             print("xbench: calibrating the cpu model (overheads, in-core costs, BLAS, 1-thread bandwidth)")
         call, par, task, run = _measure_overheads()
@@ -711,7 +701,7 @@ def calibrate_cpu_model(target: Target | str = "cpu-local", functions: Sequence[
         c_op = 2.0 / peak1 * 1e9
         c_access = 0.0                      # set from the one-core L1 bandwidth below
         blas = {}
-        gemm = _numba_gemm()
+        gemm = blas_gemm
         for dt in (np.float32, np.float64):
             for n in (BLAS_SIZES[::2] if quick else BLAS_SIZES):
                 a = np.random.default_rng(1).standard_normal((n, n)).astype(dt)
