@@ -31,7 +31,7 @@ from .lowp import LOAD as LOWP
 
 PREFETCH_LINES = (2, 4, 8)
 
-CODEGEN_VERSION = "16"
+CODEGEN_VERSION = "17"
 # The price of a parallel loop, for the default parallel/serial choice (`parallel_pays`): launching one on
 # numba's threading layer and waiting for its threads costs ~12-15 us with threads that sleep between loops
 # (OMP_WAIT_POLICY=PASSIVE, set in `spin`), and the serial work it splits costs ~0.1 ns per scalar evaluation plus
@@ -323,7 +323,8 @@ def _signature_spec(program: Program, k: Kernel) -> list[tuple[str, int]]:
 
 def _runs_as_tasks(module, name: str) -> bool:
     """Whether kernel `name` (or the kernel it is an alias of: `k4 = k1`) runs as tasks of an njit part."""
-    return hasattr(module, f"{getattr(getattr(module, name), '__name__', name)}_part")
+    fn = getattr(getattr(module, name), "__name__", name)
+    return hasattr(module, f"{fn}_part") or hasattr(module, f"{fn}_part0")
 
 
 def _compile_kernel(module, name: str, spec: list[tuple[str, int]]) -> None:
@@ -426,10 +427,13 @@ def warm(job: tuple) -> None:
 
 
 def _function_source(source: str, name: str) -> str:
-    """The text of kernel `name` in a generated module (run as tasks: its part and launcher, and the module's
+    """The text of kernel `name` in a generated module (run as tasks: its parts and launcher, and the module's
     task that calls the part)."""
-    parts = [_one_function(source, n) for n in (f"{name}_part", name)]
-    if parts[0]:
+    parts = [_one_function(source, f"{name}_part")]
+    while part := _one_function(source, f"{name}_part{len(parts) - 1}"):
+        parts.append(part)
+    parts.append(_one_function(source, name))
+    if any(parts[:-1]):
         parts.append(_one_function(source, "_xb_task"))
     return "\n\n\n".join(p for p in parts if p)
 

@@ -429,18 +429,20 @@ class ModuleWriter:
         (the set-up, then the loop over a range), called per chunk by the module's C-callable `_xb_task` that
         numba's threading layer runs, and `<name>`, which launches it (see `tasks`). A set-up that writes a buffer
         (a scatter's target zeroed before the adds) runs once, as `<name>_head(buffers)`, before the launch,
-        when the loop reads nothing it assigns. Other kernels keep numba's parallel loops."""
+        when the loop reads nothing it assigns. A body of several loops goes to `segments`; kernels of any
+        other shape keep numba's parallel loops."""
         lines = text.rstrip("\n").split("\n")
         params = self.params(k)
         bufs = [self.program.buffers[p] for p in params]
         at = next((i for i, line in enumerate(lines) if line.startswith("    for ") and "numba.prange(" in line), None)
         head = re.fullmatch(r"    for (\w+) in numba\.prange\((\d+)\):", lines[at]) if at is not None else None
         setup = lines[2:at] if at is not None else []
-        if (head is None or "parallel=True" not in lines[0] or len(lines) <= at + 1
-                or any(line and not line.startswith("        ") for line in lines[at + 1:])
-                or any("numba.prange(" in line for line in setup)
-                or any(len(b.shape) == 0 for b in bufs)):
+        if "parallel=True" not in lines[0]:
             return text
+        if (head is None or len(lines) <= at + 1
+                or any(line and not line.startswith("        ") for line in lines[at + 1:])
+                or any("numba.prange(" in line for line in setup)):
+            return self.segments(k, lines) or text
         once = []
         if any(_writes_param(line, params) for line in setup):
             if _assigned(setup) & _names(lines[at + 1:]):
@@ -448,27 +450,83 @@ class ModuleWriter:
             once, setup = setup, []
         self.helpers.add("tasks")
         var, n = head.groups()
-        # each thread's scratch, allocated per iteration (at any depth) under prange, is allocated once per part
-        body = [line for line in lines[at + 1:] if not line.endswith(SCRATCH)]
-        setup += ["    " + line.lstrip() for line in lines[at + 1:] if line.endswith(SCRATCH)]
-        views = ", ".join(f"_xb_array_at(_args[{i + 1}], {tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
-                          for i, b in enumerate(bufs))
-        self.task_calls.append(f"{k.name}_part({views}, _lo, _hi)")
+        shapes = [(tuple(b.shape), storage_dtype(b.dtype).name) for b in bufs]
         return "\n".join([
-            # only the task calls a part (its code is linked into the task's): no Python or C wrapper, 0.13 s
-            self.decorator(False)[:-1] + ", pipeline_class=_XB_NOALIAS, no_cpython_wrapper=True, "
-                                         "no_cfunc_wrapper=True)",
-            f"def {k.name}_part({', '.join(params)}, _lo, _hi):",
-            *setup,
-            f"    for {var} in range(_lo, _hi):",
-            "\n".join(body).replace("numba.prange(", "range("),
-            "",
-            "",
+            self.part(f"{k.name}_part", params, shapes, var, lines[at + 1:], setup),
             *([self.decorator(False), f"def {k.name}_head({', '.join(params)}):", *once, "", ""] if once else []),
             f"def {k.name}({', '.join(params)}):",
             *([f"    {k.name}_head({', '.join(params)})"] if once else []),
             f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {n}, {', '.join(params)})",
         ])
+
+    def part(self, name: str, params: list[str], shapes: list[tuple], var: str, body: list[str],
+             setup: list[str] = ()) -> str:
+        """`name(params, _lo, _hi)`: `setup`, then a parallel loop's `body` over [_lo, _hi) of `var`, its
+        per-thread scratch (allocated per iteration under prange) allocated once, nested parallel loops serial;
+        the module's task calls it with views of `shapes` ((shape, numpy dtype name) per parameter)."""
+        views = ", ".join(f"_xb_array_at(_args[{i + 1}], {shape or (1,)!r}, np.{dtype})"
+                          for i, (shape, dtype) in enumerate(shapes))
+        self.task_calls.append(f"{name}({views}, _lo, _hi)")
+        scalars = [p for p, (shape, _) in zip(params, shapes) if not shape]
+        if scalars:             # a 0-d buffer is viewed as one element
+            at = re.compile(rf"\b({'|'.join(scalars)})\[\(\)\]")
+            setup, body = ([at.sub(r"\1[0]", line) for line in lines] for lines in (setup, body))
+        return "\n".join([
+            # only the task calls a part (its code is linked into the task's): no Python or C wrapper, 0.13 s
+            self.decorator(False)[:-1] + ", pipeline_class=_XB_NOALIAS, no_cpython_wrapper=True, "
+                                         "no_cfunc_wrapper=True)",
+            f"def {name}({', '.join(params)}, _lo, _hi):",
+            *setup,
+            *["    " + line.lstrip() for line in body if line.endswith(SCRATCH)],
+            f"    for {var} in range(_lo, _hi):",
+            *[line.replace("numba.prange(", "range(") for line in body if not line.endswith(SCRATCH)],
+            "",
+            "",
+        ])
+
+    def segments(self, k: Kernel, lines: list[str]) -> str | None:
+        """A kernel whose body is scratch allocations, parallel loops and GEMM calls in sequence (a contraction's
+        packing, product and epilogue) as one part per loop (`part`) and `<name>`, which allocates the scratch,
+        launches the parts and calls the GEMMs in order. None for any other shape of body."""
+        body = lines[2:]
+        batch = next((i for i, line in enumerate(body) if line == "    for _b in range(1):"), None)
+        if batch is not None:       # a single batch: its body at the top, when nothing in it reads `_b`
+            inner = body[batch + 1:]
+            if any(line and not line.startswith("        ") for line in inner) or "_b" in _names(inner):
+                return None
+            body = body[:batch] + [line[4:] for line in inner]
+        params = self.params(k)
+        shapes = [(tuple(self.program.buffers[p].shape), storage_dtype(self.program.buffers[p].dtype).name)
+                  for p in params]
+        scratch, scalars, steps, loops, i = [], [], [], [], 0
+        while i < len(body):
+            line = body[i]
+            new = re.fullmatch(r"    (_\w+) = _xb_new\((\([\d, ]*\)), np\.(\w+)\)", line)
+            loop = re.fullmatch(r"    for (\w+) in numba\.prange\((\d+)\):", line)
+            if re.fullmatch(r"    _z_\w+ = .*", line) and not loops:
+                scalars.append(line)        # a 0-d buffer's value, read in every part
+            elif new and not loops:
+                scratch.append(new.group(1))
+                shapes.append((ast.literal_eval(new.group(2)), new.group(3)))
+                steps.append(f"    {new.group(1)} = _xb_empty({new.group(2)}, np.{new.group(3)})")
+            elif loop:
+                end = next((j for j in range(i + 1, len(body)) if not body[j].startswith("        ")), len(body))
+                loops.append(self.part(f"{k.name}_part{len(loops)}", params + scratch, shapes,
+                                       loop.group(1), body[i + 1:end], scalars))
+                steps.append(f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {loop.group(2)}, "
+                             f"{', '.join(params + scratch)})")
+                i = end
+                continue
+            elif re.fullmatch(r"    _xb_(gemm_bf16|gemm_bf16_serial|dot|dot_add)\(.*\)", line):
+                steps.append(line)
+            else:
+                del self.task_calls[len(self.task_calls) - len(loops):]
+                return None
+            i += 1
+        if not loops:
+            return None
+        self.helpers.add("tasks")
+        return "\n".join([*loops, f"def {k.name}({', '.join(params)}):", *steps])
 
     def task(self) -> str:
         """The module's one C-callable task (each costs numba about 0.15 s to compile): `_data` says which

@@ -1,12 +1,14 @@
 """Parallel loops run on numba's threading layer without numba's parallel compiler.
 
-A kernel whose body is one parallel loop is compiled serially over a range of it, `part(*buffers, lo, hi)`,
-plus a C-callable `task(args, dims, steps, data)` with the signature of numba's gufunc kernels, which views the
-buffers and calls the part. The part's buffers are marked `noalias` (`NoAliasCompiler`), as numba marks a
-`prange` body whose arrays it proved distinct: a kernel's buffers are distinct allocations, or inputs it
-only reads, so LLVM may keep loads in registers across stores and vectorise without overlap checks. `parallel_for` hands the task to numba's threading layer: the same threads and the
-same scheduler (equal static chunks) that a `prange` loop runs on. A `prange` loop would instead compile a
-second function and run numba's parallel analysis passes over the body, twice the serial compile time.
+A kernel whose body is one parallel loop is compiled serially over a range of it, `part(*buffers, lo, hi)`
+(a kernel of several loops in sequence, a contraction's packing and epilogue around its GEMM, as one part per
+loop, launched in turn), plus a C-callable `task(args, dims, steps, data)` with the signature of numba's gufunc
+kernels, which views the buffers and calls the part. The part's buffers are marked `noalias`
+(`NoAliasCompiler`), as numba marks a `prange` body whose arrays it proved distinct: a kernel's buffers are
+distinct allocations, or inputs it only reads, so LLVM may keep loads in registers across stores and vectorise
+without overlap checks. `parallel_for` hands the task to numba's threading layer: the same threads and the same
+scheduler (equal static chunks) that a `prange` loop runs on. A `prange` loop would instead compile a second
+function and run numba's parallel analysis passes over the body, twice the serial compile time.
 
 As for numba's own parallel loops, the first argument is a schedule, one [start, end) row per thread, and the
 threading layer calls `task(args, dims, ...)` with `args[0]` at the first of its `dims[0]` rows (the OpenMP

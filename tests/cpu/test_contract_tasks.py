@@ -1,0 +1,38 @@
+"""A contraction whose packing, GEMM and epilogue are parallel loops in sequence runs each loop as tasks on
+numba's threads, launched in order around the GEMM, without numba's parallel compiler."""
+from __future__ import annotations
+
+import numpy as np
+
+import xbench as xb
+
+
+@xb.tensor_op
+def scaled_linear(x: xb.Tensor["M", "K"], w: xb.Tensor["K", "N"], s: xb.Tensor["K"], b: xb.Tensor["N"],
+                  c: xb.Tensor[()]):
+    return xb.maximum((x * s) @ w + b, 0.0) * c
+
+
+def test_packing_gemm_and_epilogue_run_as_tasks_with_the_serial_result():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1500, 128)).astype(np.float32)
+    w = rng.standard_normal((128, 96)).astype(np.float32)
+    s = rng.standard_normal(128).astype(np.float32)
+    b = rng.standard_normal(96).astype(np.float32)
+    c = np.array(0.5, np.float32)                   # a 0-d buffer, read in every part
+    args = (x, w, s, b, c)
+    name = "k0_contract"
+    par = scaled_linear.compile("cpu", *args, schedule={name: {"parallel": True}})
+    ser = scaled_linear.compile("cpu", *args, schedule={name: {"parallel": False}})
+    assert [k.name for k in par.program.kernels] == [name]
+    # one part per parallel loop (the packing of x * s, the epilogue), and no parallel loop left to numba
+    assert f"def {name}_part0(" in par.source and f"def {name}_part1(" in par.source
+    assert "numba.prange(" not in par.source and "parallel=True" not in par.source
+    assert "numba.prange(" not in ser.source and "_xb_parallel_for(" not in ser.source
+    launcher = par.kernels[0].source
+    assert launcher.index("_xb_parallel_for(_xb_task, 0,") < launcher.index("_xb_dot(") \
+        < launcher.index("_xb_parallel_for(_xb_task, 1,")
+    got = par.run(*args)[0]
+    want = np.maximum((x.astype(np.float64) * s) @ w + b, 0) * 0.5
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, ser.run(*args)[0], rtol=1e-6, atol=1e-6)
