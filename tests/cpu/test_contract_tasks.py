@@ -1,6 +1,5 @@
 """A contraction whose packing, GEMM and epilogue are parallel loops in sequence runs each loop as tasks on
 numba's threads, launched in order around the GEMM, without numba's parallel compiler."""
-from __future__ import annotations
 
 import numpy as np
 
