@@ -35,3 +35,20 @@ def test_packing_gemm_and_epilogue_run_as_tasks_with_the_serial_result():
     want = np.maximum((x.astype(np.float64) * s) @ w + b, 0) * 0.5
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got, ser.run(*args)[0], rtol=1e-6, atol=1e-6)
+
+
+@xb.tensor_op
+def batched_products(x: xb.Tensor["B", "M", "K"], w: xb.Tensor["B", "K", "N"], s: xb.Tensor["K"]):
+    return xb.maximum((x * s) @ w, 0.0)
+
+
+def test_one_batch_point_runs_as_tasks_and_a_batch_loop_keeps_numbas_parallel_loops():
+    # as the hardware model prices them (tests/profile/test_predict.py)
+    rng = np.random.default_rng(1)
+    for batches, tasks in ((1, True), (3, False)):
+        args = (rng.standard_normal((batches, 640, 32)).astype(np.float32),
+                rng.standard_normal((batches, 32, 48)).astype(np.float32), rng.standard_normal(32).astype(np.float32))
+        art = batched_products.compile("cpu", *args, schedule={"k0_contract": {"parallel": True}})
+        assert ("numba.prange(" not in art.source) == tasks and ("k0_contract_part1(" in art.source) == tasks
+        want = np.maximum(np.matmul(args[0].astype(np.float64) * args[2], args[1]), 0)
+        np.testing.assert_allclose(art.run(*args)[0], want, rtol=1e-4, atol=1e-4)

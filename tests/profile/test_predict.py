@@ -216,6 +216,28 @@ def test_cpu_model_terms(cpu, model) -> None:
     assert pr.time_s == pytest.approx(2e-6 + k.time_s)
 
 
+Bt, Mt, Kt, Nt = xb.dims("Bt Mt Kt Nt")
+
+
+@xb.tensor_op
+def _scaled_products(x: xb.Tensor[Bt, Mt, Kt], w: xb.Tensor[Bt, Kt, Nt], s: xb.Tensor[Kt]):
+    return xb.maximum((x * s) @ w, 0.0)
+
+
+def test_a_contractions_packing_and_epilogue_launch_as_tasks_unless_a_batch_loop_holds_them(cpu, model) -> None:
+    """A contraction's packing of x * s and its epilogue are two parallel loops around the GEMM: one batch point
+    runs them as tasks (8 us each in the fixed model), several keep numba's parallel loops in a serial batch loop
+    (1 us for the call and 4 more per region entered, two per batch point)."""
+    def overhead(batches):
+        p = _scaled_products.lower(np.zeros((batches, 64, 32), f32), np.zeros((batches, 32, 48), f32),
+                                     np.zeros(32, f32))
+        (k,) = p.kernels
+        pr = P.predict_program(p, cpu, model=model, schedules={k.name: {"parallel": True, "impl": "blas"}})
+        return pr.kernels[0].terms["overhead"]
+    assert overhead(1) == pytest.approx(2 * 8e-6)
+    assert overhead(3) == pytest.approx(1e-6 + 2 * 3 * 4e-6)
+
+
 @pytest.mark.parametrize("dtype,rate", [(np.float32, {"a100": 156e12, "h100": 494.7e12, "ascend-910b": 176.95e12}),
                                         (np.float16, {"a100": 312e12, "ascend-910b": 353.89e12})])
 def test_the_roofline_bound_runs_contractions_on_the_matrix_unit(dtype, rate) -> None:

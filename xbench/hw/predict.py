@@ -795,9 +795,11 @@ def _dominant(terms: Mapping[str, float], keys: Sequence[str]) -> str:
 
 
 def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: KernelCache | None = None, *,
-                       schedule: Mapping[str, Any] | None = None, regions: int | None = None) -> KernelPrediction:
+                       schedule: Mapping[str, Any] | None = None, regions: int | None = None,
+                       as_tasks: bool = True) -> KernelPrediction:
     """`regions`: the parallel regions the kernel runs (default: one when its schedule is parallel; the BLAS
-    path of a contraction: see `traces.blas_regions`)."""
+    path of a contraction: see `traces.blas_regions`), launched as tasks (`backends.cpu.tasks`) or, with
+    `as_tasks` false, as numba's parallel loops."""
     sched = dict(schedule or {})
     parallel = bool(sched.get("parallel", c.points > 1))
     threads = max(1, min(model.threads, c.points)) if parallel else 1
@@ -805,9 +807,9 @@ def predict_cpu_kernel(c: KernelCounts, target: Target, model: CpuModel, cache: 
     P = max(c.points, 1)
     imbalance = math.ceil(P / threads) / (P / threads)
     blas = c.contraction is not None and sched.get("impl", "blas") == "blas" and c.dtype in ("float32", "float64")
-    if regions is None:         # one loop, run as tasks (`backends.cpu.tasks`)
-        overhead = (model.task_us if parallel else model.call_us) * 1e-6
-    else:                       # numba's parallel loops
+    if regions is None or as_tasks:
+        overhead = ((regions or 1) * model.task_us if parallel else model.call_us) * 1e-6
+    else:
         overhead = (model.call_us + regions * max(0.0, model.parallel_us - model.call_us)) * 1e-6
     clock_flops = (target.cpu.single_core_peak.get("float32") if target.cpu else 0) or \
         target.peak_flops("float32") / model.cores
@@ -1182,10 +1184,12 @@ def predict_program(program: Program, target: Target | str, *, counts: Sequence[
         model = model or calibrate_cpu_model(t, fns)
         for k, c, ch in zip(program.kernels, counts, caches):
             sched = dict(schedules.get(c.kernel) or {})
-            regions = None
+            regions, as_tasks = None, True
             if c.contraction is not None and sched.get("impl", "blas") == "blas" and c.dtype in ("float32",
                                                                                                  "float64"):
                 regions = blas_regions(program, k)
+                # a loop over several batch points with parallel loops inside keeps numba's parallel loops
+                as_tasks = c.contraction[0] == 1 or bool(sched.get("batch_parallel"))
                 plan = shift_plan(k) if sched.get("window") in ("shift", "winograd") else None
                 if plan is not None:
                     B, M, _, _ = c.contraction
@@ -1195,7 +1199,7 @@ def predict_program(program: Program, target: Target | str, *, counts: Sequence[
                         gemms, cols = plan.taps[0].extent * plan.taps[1].extent, plan.out[0] * plan.padded[1]
                     c = replace(c, contraction=(B * gemms, M, cols, plan.chan.extent))
                     regions = 1 + (1 if sched.get("batch_parallel") else B)
-            out.append(predict_cpu_kernel(c, t, model, ch, schedule=sched, regions=regions))
+            out.append(predict_cpu_kernel(c, t, model, ch, schedule=sched, regions=regions, as_tasks=as_tasks))
         return ProgramPrediction(t.name, out, model.run_us * 1e-6, "cpu roofline over the cache hierarchy")
     if t.kind == "gpu":
         from .traces import GpuLaunch

@@ -490,11 +490,11 @@ class ModuleWriter:
         launches the parts and calls the GEMMs in order. None for any other shape of body."""
         body = lines[2:]
         batch = next((i for i, line in enumerate(body) if line == "    for _b in range(1):"), None)
-        if batch is not None:       # a single batch: its body at the top, when nothing in it reads `_b`
+        if batch is not None:       # a single batch point: its body at the top, `_b` is 0
             inner = body[batch + 1:]
-            if any(line and not line.startswith("        ") for line in inner) or "_b" in _names(inner):
+            if any(line and not line.startswith("        ") for line in inner):
                 return None
-            body = body[:batch] + [line[4:] for line in inner]
+            body = body[:batch] + [re.sub(r"\b_b\b", "0", line[4:]) for line in inner]
         params = self.params(k)
         shapes = [(tuple(self.program.buffers[p].shape), storage_dtype(self.program.buffers[p].dtype).name)
                   for p in params]
@@ -503,7 +503,10 @@ class ModuleWriter:
             line = body[i]
             new = re.fullmatch(r"    (_\w+) = _xb_new\((\([\d, ]*\)), np\.(\w+)\)", line)
             loop = re.fullmatch(r"    for (\w+) in numba\.prange\((\d+)\):", line)
-            if re.fullmatch(r"    _z_\w+ = .*", line) and not loops:
+            if re.fullmatch(r"    \w+ = \d+", line):
+                scalars.append(line)        # the batch point's coordinate, in every part and here
+                steps.append(line)
+            elif re.fullmatch(r"    _z_\w+ = .*", line) and not loops:
                 scalars.append(line)        # a 0-d buffer's value, read in every part
             elif new and not loops:
                 scratch.append(new.group(1))
