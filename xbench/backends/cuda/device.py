@@ -69,6 +69,9 @@ def cuda_module() -> Any:
         from numba.core import config
         config.reload_config()
     from numba import cuda
+    if want == "simulator":
+        from .simulator import install
+        install()
     if want == "gpu" and not gpu_present():
         raise BackendError("no CUDA GPU is visible here and the simulator is off (NUMBA_ENABLE_CUDASIM=0, or "
                            "numba.cuda was imported for a GPU before xbench)",
