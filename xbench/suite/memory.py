@@ -47,6 +47,8 @@ def _allocation_peak(prof) -> int:
 def measure(run: Run) -> dict:
     """One warm training step's forward and backward of `run` (already stepped at least once)."""
     from torch.profiler import ProfilerActivity, profile
+    # kineto's default log level writes two lines to stderr per profile, through the suite's progress line
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     before = {p.untyped_storage().data_ptr() for p in run.base.parameters()}
     before |= {v.untyped_storage().data_ptr() for v in run.args.values() if isinstance(v, torch.Tensor)}
     saved: dict[int, int] = {}
