@@ -31,7 +31,7 @@ from .lowp import LOAD as LOWP
 
 PREFETCH_LINES = (2, 4, 8)
 
-CODEGEN_VERSION = "17"
+CODEGEN_VERSION = "18"
 # The price of a parallel loop, for the default parallel/serial choice (`parallel_pays`): launching one on
 # numba's threading layer and waiting for its threads costs ~12-15 us with threads that sleep between loops
 # (OMP_WAIT_POLICY=PASSIVE, set in `spin`), and the serial work it splits costs ~0.1 ns per scalar evaluation plus

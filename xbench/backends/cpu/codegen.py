@@ -362,8 +362,10 @@ class ModuleWriter:
         return src.text() + "\n"
 
     def host(self) -> str:
-        """`buffers(...)` runs every kernel and returns all buffers by name; `run(...)` returns the outputs;
-        `KERNELS` lists each kernel with its buffer parameters (for timing kernels one by one)."""
+        """`buffers(...)` runs every kernel and returns all buffers by name (for profiles); `run(...)` returns
+        the outputs, holding each temporary only from the kernel that first uses it to the one that last does,
+        so its block goes back to the host pool for the kernels after; `KERNELS` lists each kernel with its
+        buffer parameters (for timing kernels one by one)."""
         p = self.program
         args = ", ".join(p.inputs + [n for n, b in p.buffers.items() if b.role == "const"])
         src = Source()
@@ -371,24 +373,18 @@ class ModuleWriter:
         with src.indent():
             for name, b in p.buffers.items():
                 if b.role in ("output", "temp"):
-                    src(f"{name} = _xb_empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})")
-            # kernels on one BLAS thread share a `with` block with their neighbours that call no BLAS at all
-            serial = False
-            for k in p.kernels:
-                sched = self.schedules.get(k.name, Schedule())
-                one, blas = blas_serial(sched), sched.get("impl") == "blas"
-                if one and not serial:
-                    src("with _xb_blas_threads(1):")
-                serial = one or serial and not blas
-                with _Indent(src, 1 if serial else 0):
-                    src(f"{k.name}({', '.join(self.params(k))})")
+                    src(self.alloc(name))
+            self.calls(src)
             src("return {" + ", ".join(f"{n!r}: {n}" for n in p.buffers) + "}")
         src()
         src()
         src(f"def run({args}):")
         with src.indent():
-            src(f"b = buffers({args})")
-            src(f"return [{', '.join(f'b[{o!r}]' for o in p.outputs)}]")
+            for name, b in p.buffers.items():
+                if b.role == "output":
+                    src(self.alloc(name))
+            self.calls(src, lifetimes=True)
+            src(f"return [{', '.join(p.outputs)}]")
         src()
         src()
         src("# LLVM optimisation level each kernel compiles at")
@@ -402,6 +398,38 @@ class ModuleWriter:
                 src(f"{k.name!r}: ({k.name}, {tuple(self.params(k))!r}, {one}),")
         src("}")
         return src.text()
+
+    def alloc(self, name: str) -> str:
+        b = self.program.buffers[name]
+        return f"{name} = _xb_empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
+
+    def calls(self, src: Source, lifetimes: bool = False) -> None:
+        """The kernel calls in order; with `lifetimes`, each temporary allocated just before its first user and
+        deleted after its last. Kernels on one BLAS thread share a `with` block with their neighbours that call
+        no BLAS at all."""
+        p = self.program
+        first, last = {}, {}
+        for i, k in enumerate(p.kernels):
+            for name in self.params(k):
+                if p.buffers[name].role == "temp":
+                    first.setdefault(name, i)
+                    last[name] = i
+        serial = False
+        for i, k in enumerate(p.kernels):
+            sched = self.schedules.get(k.name, Schedule())
+            one, blas = blas_serial(sched), sched.get("impl") == "blas"
+            if one and not serial:
+                src("with _xb_blas_threads(1):")
+            serial = one or serial and not blas
+            with _Indent(src, 1 if serial else 0):
+                if lifetimes:
+                    for name in self.params(k):
+                        if first.get(name) == i:
+                            src(self.alloc(name))
+                src(f"{k.name}({', '.join(self.params(k))})")
+                done = [name for name in self.params(k) if lifetimes and last.get(name) == i]
+                if done:
+                    src(f"del {', '.join(done)}")
 
     def params(self, k: Kernel) -> list[str]:
         bufs = k.reads() + [b for b in k.writes() if b not in k.reads()]
