@@ -36,6 +36,18 @@ def test_saved_activations_of_an_mlp_are_counted_exactly():
     assert m["peak_bytes"] == m["torch_peak_bytes"]                  # eager: torch's allocator only
 
 
+def test_what_an_earlier_profile_left_alive_is_not_in_the_next_steps_peak():
+    from torch.profiler import ProfilerActivity, profile
+    torch.manual_seed(0)
+    w = Workload("mlp", "test", lambda size, seed: None, "an MLP")
+    run = Run(w, "eager", "float32", MLP(), {"x": torch.randn(4, 8), "t": torch.randn(4, 1)})
+    run.step()
+    first = measure(run)["torch_peak_bytes"]
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True):
+        kept = torch.ones(1 << 20)               # 4 MiB allocated while a profile was on, still alive below
+    assert measure(run)["torch_peak_bytes"] == first < kept.nbytes
+
+
 def test_a_workload_in_a_child_process():
     rows = in_child(["dlrm"], "tiny")
     got = {(r["engine"], r["precision"]): r for r in rows}

@@ -4,7 +4,7 @@ Measured on one warm step's forward and backward (the optimizer's update exclude
 before it (weights, their gradients — zeroed in place, not freed — and optimizer state):
 
 - **torch's allocator**: the profiler's memory records (`profile_memory=True`), each allocation and free with the
-  total allocated after it; the peak of that total.
+  total allocated after it; the peak of that total above its value when the step began.
 - **xbench's allocator**: the cpu backend's results and temporaries are numpy arrays (blocks of its host pool,
   small arrays from numpy), which numpy reports to `tracemalloc`; the peak of the traced total. The pool keeps
   freed blocks for reuse, which would hide a step's allocations, so it is emptied and keeps none during the
@@ -31,17 +31,22 @@ from .workloads import WORKLOADS, build, dynamo_settings
 
 
 def _allocation_peak(prof) -> int:
+    """The profiled region's peak of torch's cpu allocations, above what was allocated when it began. The
+    profiler's running total counts every allocation made while any profile was on, so what an earlier
+    profiled step left alive is in it from the start."""
     from torch._C._profiler import _EventType
 
     def walk(events):
         for e in events:
             yield e
             yield from walk(e.children)
-    peak = 0
-    for e in walk(prof.profiler.kineto_results.experimental_event_tree()):
-        if e.tag == _EventType.Allocation and str(e.extra_fields.device) == "cpu":
-            peak = max(peak, int(e.extra_fields.total_allocated))
-    return peak
+    allocs = sorted((e for e in walk(prof.profiler.kineto_results.experimental_event_tree())
+                     if e.tag == _EventType.Allocation and str(e.extra_fields.device) == "cpu"),
+                    key=lambda e: e.start_time_ns)
+    if not allocs:
+        return 0
+    base = int(allocs[0].extra_fields.total_allocated) - int(allocs[0].extra_fields.alloc_size)
+    return max(int(e.extra_fields.total_allocated) for e in allocs) - base
 
 
 def measure(run: Run) -> dict:
