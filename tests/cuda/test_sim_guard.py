@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(device.mode() != "simulator",
 def test_a_4096_square_softmax_is_refused_at_once_with_the_ways_out():
     x = np.zeros((4096, 4096), np.float32)
     art = xb.ops.softmax.compile("cuda", x)
-    assert art.sim_seconds() > 3600
+    assert art.sim_seconds() > 10 * cuda_backend.SIM_MAX_S
     with pytest.raises(BackendError) as err:
         art.run(x)
     assert "would take about" in err.value.message and "f32[4096,4096]" in err.value.message
@@ -50,7 +50,8 @@ def test_a_scatter_add_run_as_phases_is_priced_per_element_and_runs():
     src = rng.standard_normal((512, 64)).astype(np.float32)
     art = xb.ops.index_add.compile("cuda", x, 0, idx, src)
     assert [ln.details["points"] for ln in art.launches] == [1024 * 64, 512 * 64]
-    assert art.sim_seconds() == pytest.approx((1024 + 512) * 64 / cuda_backend.SIM_RATES["point"])
+    assert art.sim_seconds() == pytest.approx((1024 + 512) * 64 / cuda_backend.SIM_RATES["point"]
+                                              + 2 * cuda_backend.SIM_LAUNCH_S)
     ref = x.copy()
     np.add.at(ref, idx, src)
     np.testing.assert_allclose(art.run(x, idx, src)[0], ref, rtol=1e-5, atol=1e-5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import os
 import threading
 import time
@@ -80,9 +81,11 @@ class CudaArtifact(Artifact):
         return out
 
     def sim_seconds(self) -> float:
-        """About how long numba's CUDA simulator takes to run this artifact once (its Python threads do ~200 k
-        points/s of a thread-per-point kernel, ~400 k multiply-adds/s of a tiled GEMM, ~4 k row elements per
-        stage/s of a kernel whose block's threads share rows through barriers)."""
+        """About how long numba's CUDA simulator takes to run this artifact once: fitted to the suite's gate and
+        to softmax, GELU and matmul sweeps (80 runs of 0.1-13 s; within 0.9-2x of the time taken for 8 in 10),
+        each launch starting its threads, a thread-per-point kernel's points times their stages, a tiled GEMM's
+        multiply-adds, and a row kernel's elements and, dearer, its barriers: each row's threads meet once per
+        halving of a tree reduction."""
         total = 0.0
         # a thread-per-point kernel's thread loops over its stages; a kernel run as scatter phases (one launch
         # per stage, over that stage's own axes) does one element per point
@@ -91,10 +94,13 @@ class CudaArtifact(Artifact):
                   for k in self.program.kernels}
         for ln in self.launches:
             d = ln.details
+            total += SIM_LAUNCH_S
             if ln.template == "tiled":
                 total += d["M"] * d["N"] * d["K"] * d.get("batch", 1) / SIM_RATES["tiled"]
             elif ln.template == "row":
+                threads = d.get("threads_per_point", 1)
                 total += d["points"] * stages.get(ln.kernel, 1) / SIM_RATES["row"]
+                total += d["points"] * threads * max(1.0, math.log2(threads)) * SIM_BARRIER_S
             else:
                 total += d.get("points", 1) * stages.get(ln.kernel, 1) / SIM_RATES["point"]
         return total
@@ -130,7 +136,9 @@ class CudaArtifact(Artifact):
         return outs
 
 
-SIM_RATES = {"point": 2e5, "tiled": 4e5, "row": 4e3}
+SIM_RATES = {"point": 4e5, "tiled": 1.7e6, "row": 8e6}    # per second: points x stages, multiply-adds, elements
+SIM_BARRIER_S = 8.6e-5     # a row kernel's barriers, per row, thread on it and halving
+SIM_LAUNCH_S = 0.025       # starting a launch's threads
 SIM_WARN_S = 10.0          # a simulated run estimated to take longer says so first
 SIM_MAX_S = 120.0          # ... and one past this is refused (XBENCH_CUDASIM_MAX_S changes it; 0: no limit)
 
