@@ -82,7 +82,7 @@ class CudaArtifact(Artifact):
 
     def sim_seconds(self) -> float:
         """About how long numba's CUDA simulator takes to run this artifact once: fitted to the suite's gate and
-        to softmax, GELU and matmul sweeps (80 runs of 0.1-13 s; within 0.9-2x of the time taken for 8 in 10),
+        to softmax, GELU and matmul sweeps (71 runs of 0.1-13 s; within 0.9-2x of the time taken for 8 in 10),
         each launch starting its threads, a thread-per-point kernel's points times their stages, a tiled GEMM's
         multiply-adds, and a row kernel's elements and, dearer, its barriers: each row's threads meet once per
         halving of a tree reduction."""
