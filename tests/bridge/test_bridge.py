@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -94,11 +95,17 @@ def test_a_rule_that_breaks_leaves_the_op_on_torch_and_says_it_is_xbenchs_bug(mo
     m = MLP().eval()
     x = torch.randn(4, 12)
     with torch.no_grad():
-        close(torch.compile(m, backend="xbench")(x), m(x))          # still right: gelu ran on torch
-        e = xt.explain(m, x)
+        with pytest.warns(UserWarning, match=r"aten\.gelu\.default .*xbench's rule for it failed .*please report"):
+            close(torch.compile(m, backend="xbench")(x), m(x))      # still right: gelu ran on torch
+        with pytest.warns(UserWarning, match="please report"):
+            e = xt.explain(m, x)
     (fallback,) = e.fallbacks
-    assert fallback.op == "aten.gelu.default"
+    assert fallback.op == "aten.gelu.default" and fallback.defect
     assert fallback.reason == "xbench's rule for it failed (KeyError: 'no such key'); please report it"
+    torch._dynamo.reset()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")                               # kept on torch by the user: no warning
+        close(torch.compile(m, backend="xbench", options={"fallback_ops": ["aten.gelu.default"]})(x), m(x))
 
 
 def test_the_float64_reference_of_an_op_torch_refuses_in_float64_is_torch_in_its_own_dtypes(caplog):

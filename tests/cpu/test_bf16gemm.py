@@ -8,8 +8,12 @@ import xbench as xb
 from xbench.backends.cpu import amx
 from xbench.backends.cpu import bf16gemm as G
 
-needs_bf16 = pytest.mark.skipif(not G.available(), reason="this CPU has no AVX512-BF16 (contractions use SGEMM)")
-needs_amx = pytest.mark.skipif(not amx.permitted(), reason="this CPU has no AMX-BF16, or Linux refused its tiles")
+# Each GEMM is tested where its instructions exist (elsewhere they would stop the process with an illegal
+# instruction); what runs instead there, SGEMM on widened operands, is tested on every machine below.
+needs_bf16 = pytest.mark.skipif(not G.available(), reason="this CPU has no AVX512-BF16: the vdpbf16ps GEMM cannot "
+                                "run here, and bfloat16 contractions widen for SGEMM (tested here)")
+needs_amx = pytest.mark.skipif(not amx.permitted(), reason="this CPU has no AMX-BF16, or Linux refused its tiles: "
+                               "the AMX GEMM cannot run here, and the vdpbf16ps GEMM or SGEMM run instead (tested here)")
 rng = np.random.default_rng(5)
 
 

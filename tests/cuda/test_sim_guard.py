@@ -9,10 +9,11 @@ from xbench.backends import cuda as cuda_backend
 from xbench.backends.cuda import device
 from xbench.errors import BackendError
 
-# The guard estimates and limits runs of numba's CUDA simulator; with a GPU nothing is simulated, and these kernels
-# run (in milliseconds) in the GPU tests instead.
+# The guard estimates and limits runs of numba's CUDA simulator; where a GPU takes this process's kernels, the
+# module runs in a child process with the simulator on (test_simulator_elsewhere.py).
 pytestmark = pytest.mark.skipif(device.mode() != "simulator",
-                                reason="a CUDA GPU is present: nothing runs in the simulator, so there is no guard")
+                                reason="a CUDA GPU runs this process's kernels: test_simulator_elsewhere.py runs "
+                                       "this module with the simulator on")
 
 
 def test_a_4096_square_softmax_is_refused_at_once_with_the_ways_out():

@@ -10,7 +10,8 @@ import pytest
 from xbench.backends.cuda import device
 
 pytestmark = pytest.mark.skipif(device.mode() != "simulator",
-                                reason="a CUDA GPU is present: kernels run on it, not in the simulator")
+                                reason="a CUDA GPU runs this process's kernels: test_simulator_elsewhere.py runs "
+                                       "this module with the simulator on")
 # the simulator swaps the kernel's module-level `cuda` for its own kernel API
 cuda = device.cuda_module() if device.mode() == "simulator" else None
 

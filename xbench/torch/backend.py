@@ -14,6 +14,7 @@ import itertools
 import logging
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -114,6 +115,9 @@ def compile_graph(gm: fx.GraphModule, kind: str, session: Session, options: Opti
     session.graphs.append(record)
     for f in fallbacks:
         log.log(logging.INFO, "xbench.torch: %s runs on torch: %s", f.op, f)
+        if f.defect:         # right answers still (torch runs it), but a bug nobody would see in the log
+            warnings.warn(f"xbench.torch: {f}; it runs on torch meanwhile (fallback_ops=[{f.op!r}] keeps it "
+                          f"there without this warning)", stacklevel=2)
     if not unsupported:
         op = GraphOp(gm, _content_name(kind, gm), target)
         record.partitions.append(op)

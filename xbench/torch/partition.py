@@ -29,6 +29,7 @@ class Fallback:
     op: str
     reason: str
     where: str
+    defect: bool = False                # xbench's rule for the op raised: a bug of xbench's, not a missing op
 
     def __str__(self) -> str:
         return f"{self.op} ({self.node}): {self.reason}" + (f"  [{self.where}]" if self.where else "")
@@ -54,12 +55,16 @@ def probe(gm: fx.GraphModule, keep: tuple = ()) -> dict[fx.Node, Fallback]:
                     if why is not None:
                         loc = node_location(node)
                         unsupported[node] = Fallback(node.name, t.text, why,
-                                                     f"{loc.filename}:{loc.lineno}" if loc else "")
+                                                     f"{loc.filename}:{loc.lineno}" if loc else "",
+                                                     why.startswith(RULE_FAILED))
                         got = meta_vars(node.meta.get("val"))
                     env[node] = got
         finally:
             aten._seed.reset(token)
     return unsupported
+
+
+RULE_FAILED = "xbench's rule for it failed"
 
 
 def _lower(node: fx.Node, env: dict):
@@ -74,7 +79,7 @@ def _lower(node: fx.Node, env: dict):
         # the failure as xbench's, with the traceback in the debug log, so explain() shows it as a bug to report
         log.debug("lowering %s failed", node.format_node(), exc_info=True)
         first = str(exc).splitlines()[0] if str(exc) else ""
-        return None, f"xbench's rule for it failed ({type(exc).__name__}: {first}); please report it"
+        return None, f"{RULE_FAILED} ({type(exc).__name__}: {first}); please report it"
     return got, same_types(got, node.meta["val"]) if "val" in node.meta else None
 
 
