@@ -175,3 +175,22 @@ def test_a_fused_right_operand_read_along_k_is_packed_transposed(dtype):
     assert "_B = _xb_new((40, 96)" in source and "_B.T, " in source
     for r in xb.verify(scaled_linear, x, w, backend="cpu"):
         assert r.ok, r.message
+
+
+@xb.tensor_op
+def softmax_grad_times_keys(p: xb.Tensor["B", "S", "T"], g: xb.Tensor["B", "S", "T"], s: xb.Tensor["B", "S"],
+                            k: xb.Tensor["B", "S", "D"]):
+    return xb.einsum("bst,bsd->btd", p * (g - s[:, :, None]), k)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_a_fused_operand_with_a_per_row_scalar_is_still_packed_along_its_reads(dtype):
+    """Attention's key gradient: the softmax backward fused into the left operand reads [S, T] along T, its rows,
+    and a row sum indexed by S alone, one value for the whole run: packed as [K, M], M inner, as without it
+    (column-wise it read each element a cache line apart)."""
+    p, g = (rng.standard_normal((3, 48, 40)).astype(dtype) for _ in range(2))
+    s, k = rng.standard_normal((3, 48)).astype(dtype), rng.standard_normal((3, 48, 24)).astype(dtype)
+    source = softmax_grad_times_keys.compile("cpu", p, g, s, k).source
+    assert "_A = _xb_new((48, 40)" in source and "_A.T" in source
+    for r in xb.verify(softmax_grad_times_keys, p, g, s, k, backend="cpu"):
+        assert r.ok, r.message

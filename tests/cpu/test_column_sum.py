@@ -30,3 +30,20 @@ def test_a_sum_along_the_contiguous_axis_keeps_one_output_at_a_time():
     art = row_sums.compile("cpu", g)
     assert "_c_acc" not in art.source
     np.testing.assert_allclose(art.run(g)[0], g.astype(np.float64).sum(axis=-1), rtol=1e-5, atol=1e-4)
+
+
+@xb.tensor_op
+def layer_norm_weight_grad(g: xb.Tensor["B", "S", "H"], x: xb.Tensor["B", "S", "H"], mean: xb.Tensor["B", "S", 1],
+                           rstd: xb.Tensor["B", "S", 1]):
+    return (g * ((x - mean) * rstd)).sum(axis=(0, 1))
+
+
+def test_terms_that_read_a_per_row_scalar_still_sum_rows_into_chunks():
+    rng = np.random.default_rng(2)
+    g, x = (rng.standard_normal((2, 40, 300)).astype(np.float32) for _ in range(2))
+    mean = x.mean(axis=-1, keepdims=True)
+    rstd = (1 / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5)).astype(np.float32)
+    art = layer_norm_weight_grad.compile("cpu", g, x, mean, rstd)
+    assert "_c_acc[_p - _c_lo] += " in art.source
+    want = (g.astype(np.float64) * (x - mean.astype(np.float64)) * rstd).sum(axis=(0, 1))
+    np.testing.assert_allclose(art.run(g, x, mean, rstd)[0], want, rtol=1e-5, atol=1e-4)

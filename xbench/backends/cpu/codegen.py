@@ -947,8 +947,9 @@ class ModuleWriter:
 
 def column_sum(k: Kernel) -> bool:
     """Is `k` a sum over rows into outputs that are contiguous in what it reads (a bias gradient: the sum of a
-    [rows, features] matrix over its rows)? Its last outer axis indexes the last dimension of every load, which
-    no summed axis does; after the sum, only per-output assignments and stores."""
+    [rows, features] matrix over its rows; a LayerNorm weight's gradient, whose terms also read the row's mean and
+    scale)? Its last outer axis indexes the last dimension of every load that depends on an output at all, and no
+    summed axis does; after the sum, only per-output assignments and stores."""
     if not k.outer or k.row_buffers or not k.stages or not isinstance(k.stages[0], Reduce):
         return False
     r = k.stages[0]
@@ -957,10 +958,11 @@ def column_sum(k: Kernel) -> bool:
     if not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes and s.scope == "global"
                for s in k.stages[1:]):
         return False
-    last, summed = k.outer[-1].name, {a.name for a in r.axes}
+    last, summed, outer = k.outer[-1].name, {a.name for a in r.axes}, {a.name for a in k.outer}
     loads = [n for n in r.body.walk() if isinstance(n, Load) and n.index]
-    return bool(loads) and all(isinstance(ld.index[-1], Idx) and ld.index[-1].name == last
-                               and not summed & E.free_indices(ld.index[-1]) for ld in loads)
+    per_output = [ld for ld in loads if outer & set().union(*map(E.free_indices, ld.index))]
+    return bool(per_output) and all(isinstance(ld.index[-1], Idx) and ld.index[-1].name == last
+                                    and not summed & E.free_indices(ld.index[-1]) for ld in per_output)
 
 
 def blas_serial(sched) -> bool:
@@ -1477,9 +1479,12 @@ class ContractWriter:
 
     @staticmethod
     def _runs_along(e: Expr, axes) -> bool:
-        """Whether every read of a multi-dimensional buffer in `e` has its last (contiguous) index in `axes` alone."""
+        """Whether every read of a multi-dimensional buffer in `e` that moves along `axes` has its last (contiguous)
+        index in `axes` alone (a read that does not move along them, a softmax row's sum in its gradient, is one
+        value for the whole run)."""
         names = {a.name for a in axes}
-        reads = [ld for ld in E.loads(e) if len(ld.index) > 1]
+        reads = [ld for ld in E.loads(e) if len(ld.index) > 1
+                 and names & set().union(*map(E.free_indices, ld.index))]
         return bool(reads) and all(E.free_indices(ld.index[-1]) and E.free_indices(ld.index[-1]) <= names
                                    for ld in reads)
 
