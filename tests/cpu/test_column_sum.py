@@ -47,3 +47,19 @@ def test_terms_that_read_a_per_row_scalar_still_sum_rows_into_chunks():
     assert "_c_acc[_p - _c_lo] += " in art.source
     want = (g.astype(np.float64) * (x - mean.astype(np.float64)) * rstd).sum(axis=(0, 1))
     np.testing.assert_allclose(art.run(g, x, mean, rstd)[0], want, rtol=1e-5, atol=1e-4)
+
+
+@xb.tensor_op
+def head_bias_grad(g: xb.Tensor["B", "H", "S", "D"]):
+    b, h, s, d = g.shape
+    return g.permute(0, 2, 1, 3).reshape(b * s, h * d).sum(axis=0)
+
+
+def test_a_bias_gradient_read_through_a_permute_sums_rows_into_chunks():
+    """Attention's query bias gradient, summed from [batch, heads, tokens, head width]: one output axis over
+    heads and width, which the loads index as (i // width, i % width), runs of a head's width."""
+    g = np.random.default_rng(3).standard_normal((2, 4, 30, 16)).astype(np.float32)
+    art = head_bias_grad.compile("cpu", g)
+    assert "_c_acc[_p - _c_lo] += " in art.source
+    want = g.astype(np.float64).transpose(0, 2, 1, 3).reshape(60, 64).sum(axis=0)
+    np.testing.assert_allclose(art.run(g)[0], want, rtol=1e-5, atol=1e-4)

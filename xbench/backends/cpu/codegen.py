@@ -948,8 +948,9 @@ class ModuleWriter:
 def column_sum(k: Kernel) -> bool:
     """Is `k` a sum over rows into outputs that are contiguous in what it reads (a bias gradient: the sum of a
     [rows, features] matrix over its rows; a LayerNorm weight's gradient, whose terms also read the row's mean and
-    scale)? Its last outer axis indexes the last dimension of every load that depends on an output at all, and no
-    summed axis does; after the sum, only per-output assignments and stores."""
+    scale; a bias gradient read through a permute, in runs of a head's width)? The last dimension of every load
+    that depends on an output at all is indexed by the last outer axis alone; after the sum, only per-output
+    assignments and stores."""
     if not k.outer or k.row_buffers or not k.stages or not isinstance(k.stages[0], Reduce):
         return False
     r = k.stages[0]
@@ -961,8 +962,7 @@ def column_sum(k: Kernel) -> bool:
     last, summed, outer = k.outer[-1].name, {a.name for a in r.axes}, {a.name for a in k.outer}
     loads = [n for n in r.body.walk() if isinstance(n, Load) and n.index]
     per_output = [ld for ld in loads if outer & set().union(*map(E.free_indices, ld.index))]
-    return bool(per_output) and all(isinstance(ld.index[-1], Idx) and ld.index[-1].name == last
-                                    and not summed & E.free_indices(ld.index[-1]) for ld in per_output)
+    return bool(per_output) and all(E.free_indices(ld.index[-1]) == {last} for ld in per_output)
 
 
 def blas_serial(sched) -> bool:
