@@ -959,7 +959,7 @@ def column_sum(k: Kernel) -> bool:
     if not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes and s.scope == "global"
                for s in k.stages[1:]):
         return False
-    last, summed, outer = k.outer[-1].name, {a.name for a in r.axes}, {a.name for a in k.outer}
+    last, outer = k.outer[-1].name, {a.name for a in k.outer}
     loads = [n for n in r.body.walk() if isinstance(n, Load) and n.index]
     per_output = [ld for ld in loads if outer & set().union(*map(E.free_indices, ld.index))]
     return bool(per_output) and all(E.free_indices(ld.index[-1]) == {last} for ld in per_output)
