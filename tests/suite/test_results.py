@@ -109,3 +109,20 @@ def test_recording_the_machine_leaves_the_cuda_simulator_available():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["None", "30.0"]
+
+
+def test_the_cli_leaves_torchs_threads_at_the_users_settings_and_records_both_runtimes():
+    """torch's OpenMP runtime reads OMP_WAIT_POLICY when torch is imported: the CLI imports it before it asks numba's
+    runtime (the cpu backend's, loaded later) to wait passively, and a run records the policy of each."""
+    import os
+    import subprocess
+    import sys
+    code = ("import os, sys\n"
+            "from xbench.suite import cli, results\n"
+            "m = results.machine()\n"
+            "print(m['omp_wait_policy'] or '-', m['omp_wait_policy_xbench'], os.environ['OMP_WAIT_POLICY'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    for given, want in ((None, "- PASSIVE PASSIVE"), ("ACTIVE", "ACTIVE ACTIVE ACTIVE")):
+        out = subprocess.run([sys.executable, "-c", code], env={**env, **({"OMP_WAIT_POLICY": given} if given else {})},
+                             capture_output=True, text=True, check=True).stdout.split("\n")[-2]
+        assert out == want, (given, out)

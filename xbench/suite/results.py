@@ -31,8 +31,14 @@ KEY = ("workload", "size", "mode", "precision", "platform", "engine", "source", 
 STATS = ("q1", "q3", "samples", "noisy", "detail")
 
 
+# OMP_WAIT_POLICY as torch's OpenMP runtime read it when torch was imported ('' unset), where the CLI saw it happen;
+# None where torch was imported before the suite (then the environment's value now is recorded)
+torch_wait_policy: str | None = None
+
+
 def machine() -> dict:
-    """This machine, as a run records it."""
+    """This machine, as a run records it: `omp_wait_policy` is the one torch's threads run under (eager,
+    Inductor, the torch ops of an xbench step), `omp_wait_policy_xbench` the cpu backend's (numba's runtime)."""
     import torch
 
     import xbench
@@ -43,7 +49,9 @@ def machine() -> dict:
     except OSError:
         pass
     return {"host": socket.gethostname(), "cpu": cpu or platform.processor(), "cores": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+            "torch_threads": torch.get_num_threads(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "") if torch_wait_policy is None else torch_wait_policy,
+            "omp_wait_policy_xbench": os.environ.get("OMP_WAIT_POLICY", ""),
             "gpu": _gpu(), "python": platform.python_version(),
             "torch": torch.__version__, "xbench": xbench.__version__}
 
