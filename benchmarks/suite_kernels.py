@@ -3,8 +3,9 @@
 The workload's ATen graphs and their inputs are captured as the bridge sees them (`xbench.torch.bisect.capture`:
 forward, and backward for training), each graph is compiled as the bridge compiles it (one `GraphOp`), and the
 cpu artifact's `kernel_runners` time each kernel over the buffers of a full run (median of repeats). Printed per
-graph: the whole program's time, then the kernels that take most of it, with what they fuse (the ops of their
-origin), their kind and schedule, and their share.
+graph: the whole program's time, then the kernels that take most of it, with their rates (the hardware model's
+flop and compulsory byte counts over the median wall time), what they fuse (the ops of their origin), their kind
+and schedule, and their share.
 
     python benchmarks/suite_kernels.py bert [--size bench] [--top 12] [--repeats 7] [--precision bfloat16]
 """
@@ -36,6 +37,7 @@ def _median_ms(fn, repeats: int) -> tuple[float, float]:
 
 
 def profile(name: str, size: str, repeats: int, top: int, precision: str) -> None:
+    from xbench.hw.predict import kernel_counts
     from xbench.suite.engines import autocast, inputs
     from xbench.suite.workloads import WORKLOADS, build, dynamo_settings
     from xbench.torch.bisect import capture
@@ -72,11 +74,14 @@ def profile(name: str, size: str, repeats: int, top: int, precision: str) -> Non
               f"(kernels one by one {s:.3f} ms CPU); kernels by CPU time:")
         for n, ms in sorted(times.items(), key=lambda kv: -kv[1])[:top]:
             k = kernels.get(n)
+            counts = kernel_counts(c.program, k) if k else None
+            rate = (f"{counts.total_flops / both[n][0] * 1e-6:6.0f} GFLOP/s {counts.bytes / both[n][0] * 1e-6:5.1f} GB/s"
+                    if counts and both[n][0] > 0 else "")
             origin = "+".join(k.origin[:6]) + ("..." if k and len(k.origin) > 6 else "") if k else ""
             sched = schedules.get(n, {})
             knobs = ", ".join(f"{a}={b}" for a, b in sched.items() if a in ("impl", "parallel", "window", "opt"))
             shape = "x".join(str(a.extent) for a in k.outer) if k else ""
-            print(f"  {n:24s} {ms:8.3f} ms {100 * ms / s:5.1f}%  (wall {both[n][0]:.3f} ms)  {k.kind if k else '':11s} "
+            print(f"  {n:24s} {ms:8.3f} ms {100 * ms / s:5.1f}%  (wall {both[n][0]:.3f} ms, {rate})  {k.kind if k else '':11s} "
                   f"[{shape}] {origin}"
                   + (f"  ({knobs})" if knobs else ""))
     print(f"\nall graphs: {total:.3f} ms of xbench programs per call")
