@@ -109,7 +109,7 @@ def test_a_rule_that_breaks_leaves_the_op_on_torch_and_says_it_is_xbenchs_bug(mo
 
 
 def test_the_float64_reference_of_an_op_torch_refuses_in_float64_is_torch_in_its_own_dtypes(caplog):
-    from xbench.torch.verify import _run_torch
+    from xbench.torch.verify import OpCheck, _run_torch
 
     def f(x, w, scales):
         return torch.ops.aten._weight_int8pack_mm(x, w, scales)         # int8 weights: float32/16 activations only
@@ -121,10 +121,19 @@ def test_the_float64_reference_of_an_op_torch_refuses_in_float64_is_torch_in_its
     with pytest.raises(RuntimeError, match="float tensor"):
         node.target(x.double(), w, s.double())                           # what the upcast would ask of torch
     caplog.set_level(logging.DEBUG, logger="xbench")
-    got = _run_torch(node, dict(zip(placeholders, (x, w, s))), gm)
-    assert got.dtype == torch.float32
+    got, reference = _run_torch(node, dict(zip(placeholders, (x, w, s))), gm)
+    assert got.dtype == torch.float32 and reference == "its own dtypes"
     torch.testing.assert_close(got, x @ (w.float() * s[:, None]).T, rtol=1e-5, atol=1e-5)
     assert any("no float64 run on torch" in r.message for r in caplog.records)
+    # a check against that reference says what it was compared with; one against float64 says nothing extra
+    check = OpCheck("n", "aten._weight_int8pack_mm", "([4, 8])", "float32", True, 0.0, 0.1, "", "", reference)
+    assert "(reference: torch in its own dtypes)" in str(check)
+    assert "reference" not in str(OpCheck("n", "aten.mm", "([4, 8])", "float32", True, 0.0, 0.1, "", ""))
+    plain = torch.fx.symbolic_trace(lambda a: torch.ops.aten.mul(a, 2.0))
+    (mul,) = [n for n in plain.graph.nodes if n.op == "call_function"]
+    (p,) = [n for n in plain.graph.nodes if n.op == "placeholder"]
+    y, ref = _run_torch(mul, {p: x}, plain)
+    assert y.dtype == torch.float64 and ref == "float64"
 
 
 def test_fallback_ops_keeps_an_op_on_torch():

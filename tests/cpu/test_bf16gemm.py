@@ -194,3 +194,42 @@ def test_a_fused_operand_with_a_per_row_scalar_is_still_packed_along_its_reads(d
     assert "_A = _xb_new((48, 40)" in source and "_A.T" in source
     for r in xb.verify(softmax_grad_times_keys, p, g, s, k, backend="cpu"):
         assert r.ok, r.message
+
+
+@needs_bf16
+def test_kernels_run_the_vdpbf16ps_gemm_where_amx_is_refused():
+    """Where the CPU has AMX the kernels' GEMM symbols run the AMX GEMM; a CPU with AVX512-BF16 and no AMX (or a
+    Linux that refuses the tiles) runs the vdpbf16ps GEMM behind the same symbols. Symbols are registered once per
+    process, so a child process refuses AMX before any kernel loads, and bfloat16 contractions verify there."""
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import ml_dtypes, numpy as np\n"
+        "from xbench.backends.cpu import amx, bf16gemm\n"
+        "amx.permitted = lambda: False\n"
+        "import xbench as xb\n"
+        "rng = np.random.default_rng(7)\n"
+        "b16 = lambda s: rng.standard_normal(s).astype(ml_dtypes.bfloat16)\n"
+        "for op, args in ((xb.ops.matmul, (b16((45, 70)), b16((70, 61)))),\n"
+        "                 (xb.ops.matmul, (b16((3, 33, 40)), b16((3, 40, 29)))),\n"
+        "                 (xb.ops.linear, (b16((52, 80)), b16((90, 80)), b16(90)))):\n"
+        "    src = '\\n'.join(k.source for k in op.compile('cpu', *args).kernels)\n"
+        "    assert '_xb_gemm_bf16' in src, src\n"
+        "    for r in xb.verify(op, *args, backend='cpu'):\n"
+        "        assert r.ok, r.message\n"
+        "a = b16((37, 2 * bf16gemm.KC + 19)).view(np.uint16)\n"
+        "b = b16((2 * bf16gemm.KC + 19, 53)).view(np.uint16)\n"
+        "want, got = (np.zeros((37, 53), np.float32) for _ in range(2))\n"
+        "bf16gemm.link(False)\n"
+        "bf16gemm.link(True)\n"
+        "bf16gemm.gemm(a, b, want, 2)\n"
+        "bf16gemm.call(a, b, got, 2)\n"
+        "assert np.array_equal(got, want)         # the symbol runs the vdpbf16ps GEMM: the same bits\n"
+        "bf16gemm.gemm_serial(a, b, want)\n"
+        "bf16gemm.call_serial(a, b, got)\n"
+        "assert np.array_equal(got, want)\n"
+        "print('vdpbf16ps ok')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")})
+    assert run.returncode == 0 and "vdpbf16ps ok" in run.stdout, (run.stdout + run.stderr)[-3000:]

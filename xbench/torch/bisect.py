@@ -166,7 +166,7 @@ def _reference(gm: fx.GraphModule, args: list, double: bool) -> dict[fx.Node, An
             values[n] = v.double() if double and isinstance(v, torch.Tensor) and v.is_floating_point() else v
         elif n.op == "call_function":
             if double:
-                values[n] = _run_torch(n, values, gm)
+                values[n] = _run_torch(n, values, gm)[0]
             else:
                 a = fx.node.map_aggregate(n.args, lambda x: values[x] if isinstance(x, fx.Node) else x)
                 k = {key: fx.node.map_aggregate(v, lambda x: values[x] if isinstance(x, fx.Node) else x)
@@ -306,7 +306,8 @@ def _shapes(node: fx.Node) -> str:
 
 
 def _own_check(b: _Bisector, node: fx.Node) -> tuple[str, bool | None]:
-    """`verify`'s per-op check of `node`: torch's op in float64 on xbench's values of its inputs."""
+    """`verify`'s per-op check of `node`: torch's op in float64 (or its own dtypes, where torch refuses float64)
+    on xbench's values of its inputs."""
     inputs = [a for a in node.all_input_nodes if a.op == "call_function" and _tensor_valued(a)]
     outs = [node] if _tensor_valued(node) else [u for u in node.users
                                               if aten.target_of(u.target).packet == "getitem"]
@@ -315,7 +316,7 @@ def _own_check(b: _Bisector, node: fx.Node) -> tuple[str, bool | None]:
     values: dict[fx.Node, Any] = {}
     for a in node.all_input_nodes:
         values[a] = xb_in.get(a, b.eager[a])
-    want = _run_torch(node, values, b.gm)
+    want, reference = _run_torch(node, values, b.gm)
     if not _tensor_valued(node):
         pairs = [(o, want[u.args[1]]) for o, u in zip(xb_out, outs)]
     else:
@@ -329,6 +330,7 @@ def _own_check(b: _Bisector, node: fx.Node) -> tuple[str, bool | None]:
         cmp = compare(to_numpy(o), to_numpy(w.contiguous()), dtype=xb_dtype(o.dtype), reduction=k_len, klass=klass)
         if not cmp.ok or not worst:
             worst = (f"max |error| {cmp.max_abs_error:.3g}, {cmp.ratio:.2f}x its tolerance"
+                     + ("" if reference == "float64" else f" (reference: torch in {reference})")
                      + (f" ({cmp.message})" if cmp.message and not cmp.ok else ""))
         wrong = wrong or not cmp.ok
     return worst, wrong

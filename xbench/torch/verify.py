@@ -27,7 +27,8 @@ from .interop import from_numpy, to_numpy, xb_dtype
 
 @dataclass
 class OpCheck:
-    """One op's own error: xbench's value of its output against torch's op on xbench's values of its inputs."""
+    """One op's own error: xbench's value of its output against torch's op on xbench's values of its inputs, run
+    in float64 (`reference`), or in the op's own dtypes where torch has no float64 kernel for it."""
     node: str
     op: str
     shapes: str
@@ -37,12 +38,14 @@ class OpCheck:
     ratio: float
     message: str
     where: str
+    reference: str = "float64"
 
     def __str__(self) -> str:
         state = "ok" if self.ok else "DIFFERS"
+        ref = "" if self.reference == "float64" else f" (reference: torch in {self.reference})"
         return (f"{self.op} ({self.node}) {self.shapes} -> {self.dtype}: {state}, max |error| "
-                f"{self.max_abs_error:.3g}, {self.ratio:.2f}x its tolerance" + (f"  [{self.where}]" if self.where
-                                                                                  else ""))
+                f"{self.max_abs_error:.3g}, {self.ratio:.2f}x its tolerance{ref}"
+                + (f"  [{self.where}]" if self.where else ""))
 
 
 def debug_graph(gm: fx.GraphModule) -> tuple[fx.GraphModule, list[fx.Node]]:
@@ -79,21 +82,22 @@ def _upcast(v):
     return v
 
 
-def _run_torch(node: fx.Node, values: dict, gm: fx.GraphModule):
+def _run_torch(node: fx.Node, values: dict, gm: fx.GraphModule) -> tuple[object, str]:
+    """The op's value on torch and what it was computed in: "float64" (floating inputs widened), or "its own
+    dtypes" where torch refuses the widened call."""
     def value(a):
         return values[a] if isinstance(a, fx.Node) else a
     args = fx.node.map_aggregate(node.args, value)
     kwargs = {k: fx.node.map_aggregate(v, value) for k, v in node.kwargs.items()}
     try:
-        out = node.target(*fx.node.map_aggregate(args, _upcast),
-                          **{k: fx.node.map_aggregate(v, _upcast) for k, v in kwargs.items()})
+        return (node.target(*fx.node.map_aggregate(args, _upcast),
+                            **{k: fx.node.map_aggregate(v, _upcast) for k, v in kwargs.items()}), "float64")
     except (RuntimeError, TypeError, NotImplementedError):
         # torch has no float64 kernel for this op, or it insists on its original dtypes (an output's dtype,
         # a float32 logsumexp beside float64 values): the reference is torch in the op's own dtypes, which the
-        # tolerance table is written for
+        # tolerance table is written for, and the check says so. A call that fails in those dtypes too raises.
         log.debug("%s: no float64 run on torch; its reference is torch in the op's own dtypes", node.format_node())
-        out = node.target(*args, **kwargs)
-    return out
+        return node.target(*args, **kwargs), "its own dtypes"
 
 
 def locate(op: GraphOp, gm: fx.GraphModule, args, arrays) -> tuple[list[OpCheck], dict[fx.Node, torch.Tensor]]:
@@ -124,7 +128,7 @@ def locate(op: GraphOp, gm: fx.GraphModule, args, arrays) -> tuple[list[OpCheck]
         if n.op != "call_function":
             continue
         if n in xb_vals and not is_random(n):
-            want = _run_torch(n, values, gm)
+            want, reference = _run_torch(n, values, gm)
             got = xb_vals[n]
             k_len, klass = _node_tolerance(n, values)
             dtype = xb_dtype(got.dtype)
@@ -135,12 +139,12 @@ def locate(op: GraphOp, gm: fx.GraphModule, args, arrays) -> tuple[list[OpCheck]
                                [values[a] for a in n.all_input_nodes if isinstance(values.get(a), torch.Tensor)])
             checks.append(OpCheck(n.name, aten.target_of(n.target).text, f"({shapes})", dtype, cmp.ok,
                                   cmp.max_abs_error, cmp.ratio, cmp.message,
-                                  f"{loc.filename}:{loc.lineno}" if loc else ""))
+                                  f"{loc.filename}:{loc.lineno}" if loc else "", reference))
         # downstream ops see xbench's values (random ops' included), so each op is checked on its own
         if n in xb_vals:
             values[n] = xb_vals[n]
         else:
-            values[n] = _run_torch(n, values, gm)
+            values[n] = _run_torch(n, values, gm)[0]
     return checks, xb_vals
 
 
