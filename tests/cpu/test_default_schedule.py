@@ -104,10 +104,41 @@ def test_parallel_loops_use_only_the_cores_no_other_task_is_running_on(tmp_path,
             os.close(tasks._loadavg[0])
 
     monkeypatch.setattr(tasks, "_CORES", 4)
+    monkeypatch.setattr(tasks, "_shared", [False])
+    monkeypatch.setattr(tasks, "_own_running", lambda: 1)
     assert with_loadavg("0.50 0.40 0.30 1/120 999\n") == 4          # only this thread runs
     assert with_loadavg("2.50 2.40 2.30 3/120 999\n") == 2          # two others hold two cores
     assert with_loadavg("9.00 8.00 7.00 12/140 999\n") == 1         # oversubscribed: run on this thread alone
     assert with_loadavg("garbled\n") == 4
+    # the GEMMs on numba's threads too: a running thread of this process is ours, spinning for the next loop
+    tasks.share_threads(True)
+    assert with_loadavg("2.50 2.40 2.30 3/120 999\n") == 3          # one other task, and one thread of ours
+    assert with_loadavg("0.50 0.40 0.30 1/120 999\n") == 4
+
+
+def test_this_process_running_threads_are_counted():
+    import threading
+    import time
+
+    import numba
+
+    from xbench.backends.cpu import tasks
+
+    @numba.njit(nogil=True)
+    def spin(seconds_ns):
+        x = 0.0
+        for i in range(seconds_ns):
+            x += i * 1e-9
+        return x
+
+    spin(10)
+    t = threading.Thread(target=spin, args=(300_000_000,))          # about 0.3 s of work, without the GIL
+    t.start()
+    try:
+        seen = [tasks._own_running() for _ in range(50) if not time.sleep(0.002)]
+    finally:
+        t.join()
+    assert max(seen) >= 1
 
 
 def test_a_loop_on_fewer_threads_leaves_numbas_thread_count_alone():

@@ -60,7 +60,7 @@ def test_winograd_transforms_compute_a_3x3_convolution(dtype, h, w):
     np.testing.assert_allclose(got, want, atol=2e-5 if dtype == np.float32 else 1e-12)
 
 
-def test_blas_threads_limits_every_openblas_and_restores_it():
+def test_openblas_threads_limits_every_openblas_and_restores_it():
     """The direct OpenBLAS path agrees with threadpoolctl's view of every BLAS, inside and after the limit."""
     import scipy.linalg  # noqa: F401  (the BLAS numba's binding calls)
     from threadpoolctl import threadpool_info
@@ -68,6 +68,6 @@ def test_blas_threads_limits_every_openblas_and_restores_it():
     from xbench.backends.cpu import runtime
     before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     assert len(runtime._openblas()) == sum(i["internal_api"] == "openblas" for i in threadpool_info())
-    with runtime.blas_threads(1):
+    with runtime.openblas_threads(1):
         assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before

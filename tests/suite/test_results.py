@@ -111,18 +111,22 @@ def test_recording_the_machine_leaves_the_cuda_simulator_available():
     assert out.stdout.split()[-2:] == ["None", "30.0"]
 
 
-def test_the_cli_leaves_torchs_threads_at_the_users_settings_and_records_both_runtimes():
-    """torch's OpenMP runtime reads OMP_WAIT_POLICY when torch is imported: the CLI imports it before it asks numba's
-    runtime (the cpu backend's, loaded later) to wait passively, and a run records the policy of each."""
+def test_the_cli_leaves_the_openmp_threads_at_the_users_settings_and_records_them():
+    """The process's one OpenMP runtime (torch's; numba's loops and torch's MKL bind to it) reads OMP_WAIT_POLICY
+    when torch is imported: the CLI imports torch with the user's setting and changes nothing after, and a run
+    records the setting and the BLAS xbench's GEMMs call (torch's MKL, on those threads)."""
     import os
     import subprocess
     import sys
+
+    import torch
     code = ("import os, sys\n"
             "from xbench.suite import cli, results\n"
             "m = results.machine()\n"
-            "print(m['omp_wait_policy'] or '-', m['omp_wait_policy_xbench'], os.environ['OMP_WAIT_POLICY'])\n")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    for given, want in ((None, "- PASSIVE PASSIVE"), ("ACTIVE", "ACTIVE ACTIVE ACTIVE")):
+            "print(m['omp_wait_policy'] or '-', os.environ.get('OMP_WAIT_POLICY', '-'), m['blas'])\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "XBENCH_BLAS")}
+    blas = "mkl" if torch.backends.mkl.is_available() else "openblas"
+    for given, want in ((None, f"- - {blas}"), ("ACTIVE", f"ACTIVE ACTIVE {blas}")):
         out = subprocess.run([sys.executable, "-c", code], env={**env, **({"OMP_WAIT_POLICY": given} if given else {})},
                              capture_output=True, text=True, check=True).stdout.split("\n")[-2]
         assert out == want, (given, out)

@@ -20,17 +20,13 @@ from pathlib import Path
 
 from . import results
 
-# torch and the cpu backend's numba kernels each bring an OpenMP runtime with its own threads, and each reads
-# OMP_WAIT_POLICY once, when it loads. torch's loads here, with the user's settings (libgomp's default: idle threads
-# spin a while, then sleep), as in any script that imports torch first: eager and Inductor are measured as their
-# users run them. With both runtimes passive, eager's parallel regions each waited for a sleeping thread to wake, and
-# its steps took 1.6x as long (median of the 24 runs; 2.8x on ResNet-50, 1.0x on the recommendation models).
-# numba's runtime loads at xbench's first parallel kernel, later, and waits passively (`backends/cpu/spin.py`):
-# its threads spinning took the cores from torch's work (an eager step right after an xbench one: up to 30x slower).
+# A process has one OpenMP runtime (torch's libgomp, loaded here; numba's parallel loops and torch's MKL, which
+# xbench's GEMMs call, bind to it), which reads OMP_WAIT_POLICY once, when it loads. torch loads it here with the
+# user's settings (libgomp's default: idle threads spin a while, then sleep), as in any script that imports torch
+# first: eager, Inductor and xbench run as their users run them. With PASSIVE, eager's parallel regions each waited
+# for a sleeping thread to wake, and its steps took 1.6x as long (median of the 24 runs; 2.8x on ResNet-50).
 results.torch_wait_policy = os.environ.get("OMP_WAIT_POLICY", "") if "torch" not in sys.modules else None
 import torch  # noqa: E402,F401
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .engines import ENGINES, PRECISIONS  # noqa: E402
 from .predict import REFERENCE, TARGETS  # noqa: E402

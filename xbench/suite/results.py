@@ -31,17 +31,19 @@ KEY = ("workload", "size", "mode", "precision", "platform", "engine", "source", 
 STATS = ("q1", "q3", "samples", "noisy", "detail")
 
 
-# OMP_WAIT_POLICY as torch's OpenMP runtime read it when torch was imported ('' unset), where the CLI saw it happen;
-# None where torch was imported before the suite (then the environment's value now is recorded)
+# OMP_WAIT_POLICY as the process's OpenMP runtime (torch's, which numba's loops share) read it when torch was
+# imported ('' unset), where the CLI saw it happen; None where torch was imported before the suite (then the
+# environment's value now is recorded)
 torch_wait_policy: str | None = None
 
 
 def machine() -> dict:
-    """This machine, as a run records it: `omp_wait_policy` is the one torch's threads run under (eager,
-    Inductor, the torch ops of an xbench step), `omp_wait_policy_xbench` the cpu backend's (numba's runtime)."""
+    """This machine, as a run records it: `omp_wait_policy` is the one the process's OpenMP threads run under
+    (eager, Inductor, xbench's parallel loops and GEMMs), `blas` the library xbench's cpu GEMMs call."""
     import torch
 
     import xbench
+    from xbench.backends.cpu import blas
     cpu = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -51,7 +53,7 @@ def machine() -> dict:
     return {"host": socket.gethostname(), "cpu": cpu or platform.processor(), "cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "") if torch_wait_policy is None else torch_wait_policy,
-            "omp_wait_policy_xbench": os.environ.get("OMP_WAIT_POLICY", ""),
+            "blas": blas.PROVIDER,
             "gpu": _gpu(), "python": platform.python_version(),
             "torch": torch.__version__, "xbench": xbench.__version__}
 

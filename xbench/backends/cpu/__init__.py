@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import functools
 import gc
 import os
 import threading
@@ -124,6 +125,15 @@ def _packed(roles) -> int:
     k = _extent(c.axes)
     plain = lambda e: isinstance(e, Load) and all(isinstance(i, Idx) for i in e.index)     # noqa: E731
     return (0 if plain(c.lhs) else _extent(m) * k) + (0 if plain(c.rhs) else _extent(n) * k)
+
+
+@functools.cache
+def _linked_sources() -> str:
+    """A digest of the modules whose numba functions generated kernels call: numba links their code into each
+    kernel's cached machine code and keys that cache on the kernel's own file only, so a kernel cached before
+    one of them changed would keep running the old code (`blas.dot` calling another BLAS)."""
+    from . import bf16gemm, blas, lowp, mathlib, memory, tasks, winograd
+    return digest(*(Path(m.__file__).read_text() for m in (bf16gemm, blas, lowp, mathlib, memory, tasks, winograd)))
 
 
 class CpuArtifact(Artifact):
@@ -255,7 +265,7 @@ class CpuBackend:
         writer = ModuleWriter(program, schedules, threads())
         writer.fast_math = all(s.get("fast_math", True) for s in schedules.values())
         source = writer.module()
-        key = digest(CODEGEN_VERSION, source, tool_versions())
+        key = digest(CODEGEN_VERSION, source, tool_versions(), _linked_sources())
         path = cache_dir("cpu") / f"{program.name}_{key}.py"
         existed = path.exists()
         write_once(path, source)

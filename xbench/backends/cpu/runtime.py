@@ -49,8 +49,25 @@ def _openblas() -> tuple:
 
 @contextlib.contextmanager
 def blas_threads(n: int):
-    """Limit every loaded BLAS to `n` threads (kernels that run one GEMM per core ask for 1): through the
-    OpenBLAS entry points directly where every BLAS numba and numpy use is an OpenBLAS, else threadpoolctl."""
+    """Limit the kernels' GEMMs to `n` threads (kernels that run one GEMM per core, or a small one, ask for 1):
+    with torch's MKL (`blas.PROVIDER`), this thread's (a GEMM inside a parallel loop runs on one thread already);
+    with OpenBLAS, every loaded BLAS's (`openblas_threads`)."""
+    from . import blas
+    if blas.PROVIDER != "mkl":
+        with openblas_threads(n):
+            yield
+        return
+    before = blas.local_threads(n)
+    try:
+        yield
+    finally:
+        blas.local_threads(before)
+
+
+@contextlib.contextmanager
+def openblas_threads(n: int):
+    """Limit every loaded BLAS to `n` threads: through the OpenBLAS entry points directly where every BLAS numba
+    and numpy use is an OpenBLAS, else threadpoolctl."""
     libs = _openblas()
     if not libs:
         with _controller().limit(limits=n, user_api="blas"):

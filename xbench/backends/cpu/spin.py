@@ -6,15 +6,17 @@ process runs there, the next loop waits for the spinner's time slice: 6-16 ms fo
 threads spin for 2^28 cycles (about 0.1 s) after each call before they sleep, holding the cores the next parallel
 kernel, or torch's own threads, want; 2^16 cycles keeps them awake between back-to-back GEMMs only. Measured here
 (2 cores), DeepFM's and the two-tower model's training steps went from 0.8-0.9x to 1.2x torch eager, and eager
-itself, alternating in the same process, from 5,500 to 6,000 samples/s. scipy's OpenBLAS, which numba's `np.dot`
-calls, loads after this module; a process that loaded it earlier keeps its own setting.
+itself, alternating in the same process, from 5,500 to 6,000 samples/s. scipy's OpenBLAS loads after this module;
+a process that loaded it earlier keeps its own setting.
 
-torch has an OpenMP runtime of its own (its libgomp, not the system's that numba's loops use), which reads
-OMP_WAIT_POLICY when torch is imported: a script that imports torch first keeps torch's setting (its threads
-spin a while, then sleep), and only numba's threads wait passively. Imported before torch, this module makes
-torch's threads passive too, and torch's eager steps here then take 1.3-2.9x as long (docs/suite.md, Threads).
+A process has one OpenMP runtime: numba's parallel loops and torch (its ops, its MKL) bind to whichever libgomp
+loaded first. Where torch is already loaded, its runtime has read OMP_WAIT_POLICY, with the user's setting, and
+this module leaves it alone; otherwise the runtime that loads later waits passively, torch's too: torch's eager
+steps here then take 1.3-2.9x as long (docs/suite.md, Threads).
 """
 import os
+import sys
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "torch" not in sys.modules:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")

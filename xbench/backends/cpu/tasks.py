@@ -196,19 +196,50 @@ def _launch_args(n: int, threads: int, k: int) -> tuple:
 
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 _loadavg: list[int] = []
+_own: dict[str, int] = {}           # this process's threads: /proc/self/task/<id>/stat, open
+_shared = [False]
+
+
+def share_threads(shared: bool) -> None:
+    """Whether every parallel library the kernels call runs on numba's OpenMP threads (the GEMMs on torch's MKL,
+    `blas.PROVIDER`): then a thread of this process that is running is one of ours, spinning for the next loop,
+    not another task holding a core (`free_cores`)."""
+    _shared[0] = shared
+
+
+def _own_running() -> int:
+    """This process's threads in the running state, other than this one."""
+    try:
+        if "stat" not in _own or int(os.pread(_own["stat"], 512, 0).rsplit(b")", 1)[1].split()[17]) != len(_own) - 1:
+            for fd in _own.values():
+                os.close(fd)
+            _own.clear()
+            _own["stat"] = os.open("/proc/self/stat", os.O_RDONLY)
+            for tid in os.listdir("/proc/self/task"):
+                _own[tid] = os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY)
+        states = [os.pread(fd, 512, 0) for tid, fd in _own.items() if tid != "stat"]
+    except (OSError, ValueError, IndexError):
+        _own.clear()
+        return 0
+    return max(0, sum(s[s.rindex(b")") + 2] == 82 for s in states) - 1)          # 'R', less this thread
 
 
 def free_cores() -> int:
     """Cores not running another task right now (/proc/loadavg's count of runnable tasks, read in about a
     microsecond from an open file; this thread is one of them). A parallel loop waits for its slowest thread:
-    where other processes hold the cores, a thread of ours waits for a time slice (4-16 ms) before it runs."""
+    where other processes hold the cores, a thread of ours waits for a time slice (4-16 ms) before it runs.
+    Where the kernels' libraries share numba's threads (`share_threads`), those of this process's threads that are
+    running are our own threads spinning for the next loop, and are not counted (about 1.5 us a thread)."""
     try:
         if not _loadavg:
             _loadavg.append(os.open("/proc/loadavg", os.O_RDONLY))
         running = int(os.pread(_loadavg[0], 64, 0).split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
         return _CORES
-    return max(1, _CORES - max(0, running - 1))
+    others = running - 1
+    if others > 0 and _shared[0]:
+        others -= _own_running()
+    return max(1, _CORES - max(0, others))
 
 
 def parallel_for(task, which: int, n: int, *arrays: np.ndarray) -> None:
