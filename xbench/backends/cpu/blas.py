@@ -36,28 +36,16 @@ _F_SIG = types.void(*([_P] * 13))         # ?gemm_(transa, transb, m, n, k, alph
 
 _sgemm = types.ExternalFunction("xbench_sgemm", _F_SIG)
 _dgemm = types.ExternalFunction("xbench_dgemm", _F_SIG)
-_mkl_sgemm = types.ExternalFunction("xbench_mkl_sgemm", _F_SIG)
-_mkl_dgemm = types.ExternalFunction("xbench_mkl_dgemm", _F_SIG)
 _level = types.ExternalFunction("xbench_omp_get_level", types.int32())
 _local_threads = types.ExternalFunction("xbench_mkl_local_threads", types.int32(types.int32))
 
 
-def _mkl_sgemm_entry(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    if _level() > 0:
-        before = _local_threads(1)
-        _mkl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-        _local_threads(before)
-    else:
-        _mkl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+def _outside_parallel_regions():
+    return 0
 
 
-def _mkl_dgemm_entry(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    if _level() > 0:
-        before = _local_threads(1)
-        _mkl_dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-        _local_threads(before)
-    else:
-        _mkl_dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+def _unchanged(n):
+    return n
 
 
 def _torch_mkl():
@@ -96,13 +84,13 @@ def _link() -> str:
     if lib is None:
         ll.add_symbol("xbench_sgemm", _scipy_gemm("sgemm"))
         ll.add_symbol("xbench_dgemm", _scipy_gemm("dgemm"))
+        entry_point(_level.symbol, _level.sig, _outside_parallel_regions)     # OpenBLAS: never limited per call
+        entry_point(_local_threads.symbol, _local_threads.sig, _unchanged)
         return "openblas"
-    ll.add_symbol("xbench_mkl_sgemm", addr(lib.sgemm_))
-    ll.add_symbol("xbench_mkl_dgemm", addr(lib.dgemm_))
-    ll.add_symbol("xbench_mkl_local_threads", addr(lib.MKL_Set_Num_Threads_Local))
-    ll.add_symbol("xbench_omp_get_level", addr(ctypes.CDLL(None).omp_get_level))
-    entry_point("xbench_sgemm", _F_SIG, _mkl_sgemm_entry)
-    entry_point("xbench_dgemm", _F_SIG, _mkl_dgemm_entry)
+    ll.add_symbol("xbench_sgemm", addr(lib.sgemm_))
+    ll.add_symbol("xbench_dgemm", addr(lib.dgemm_))
+    ll.add_symbol(_local_threads.symbol, addr(lib.MKL_Set_Num_Threads_Local))
+    ll.add_symbol(_level.symbol, addr(ctypes.CDLL(None).omp_get_level))
     share_threads(True)
     return "mkl"
 
@@ -139,8 +127,12 @@ def _ol_xxgemm(sample, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
         v[0], v[1], v[2], v[3], v[4], v[5], v[6] = transa, transb, m, n, k, lda, ldb
         w = np.empty(1, np.int32)
         w[0] = ldc
+        inside = _level() > 0               # in a parallel loop: this thread alone
+        before = _local_threads(1) if inside else 0
         fn(v[0:].ctypes, v[1:].ctypes, v[2:].ctypes, v[3:].ctypes, v[4:].ctypes, alpha, a, v[5:].ctypes, b,
            v[6:].ctypes, beta, c, w.ctypes)
+        if inside:
+            _local_threads(before)
 
     return impl
 
