@@ -15,7 +15,8 @@ or with `XBENCH_BLAS=openblas`, it is SciPy's OpenBLAS. Either is called through
 function that calls them is compiled or loaded from numba's cache.
 
 A GEMM called inside a parallel loop (one per core, `blas_threads == 1` kernels) runs on its own thread: MKL
-there would open a nested parallel region, which libgomp starts new threads for on every call.
+there would open a nested parallel region of its own, its threads competing with the loop's for the cores
+(attention's batched products in BERT: 0.5 ms a kernel alone, 7-35 ms in program order).
 """
 from __future__ import annotations
 
