@@ -3,8 +3,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 # In a fresh process (which BLAS the kernels call is fixed when `blas` is imported): every entry point against
 # float64 numpy, over the layouts the kernels pass, inside a parallel loop too; the name of the provider.
 _CHECK = r"""
@@ -68,10 +66,10 @@ def _mkl() -> bool:
     return torch.backends.mkl.is_available()
 
 
-@pytest.mark.skipif(not _mkl(), reason="this torch build has no MKL; the OpenBLAS runs below still run")
-def test_with_torch_loaded_the_gemms_run_on_torchs_mkl():
+def test_with_torch_loaded_the_gemms_run_on_torchs_mkl_where_torch_has_it():
+    """torch imported first: its MKL, or, in a torch build without MKL, OpenBLAS as without torch; right either way."""
     provider, worst = _run("torch")
-    assert provider == "mkl"
+    assert provider == ("mkl" if _mkl() else "openblas")
     assert worst < 1
 
 
@@ -82,20 +80,35 @@ def test_without_torch_or_when_asked_the_gemms_run_on_openblas():
         assert worst < 1
 
 
-@pytest.mark.skipif(not _mkl(), reason="this torch build has no MKL")
-def test_blas_threads_limits_this_threads_mkl_and_restores_it():
-    out = subprocess.run([sys.executable, "-c", r"""
+# blas_threads(1) and after, as the BLAS the GEMMs call reports its thread count: MKL's for this thread, or each
+# OpenBLAS's (threadpoolctl) where torch has no MKL
+_THREADS = r"""
 import ctypes, os, torch
 from xbench.backends.cpu import blas, runtime
-lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-lib.MKL_Get_Max_Threads.restype = ctypes.c_int
-seen = [lib.MKL_Get_Max_Threads()]
+if blas.PROVIDER == "mkl":
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    lib.MKL_Get_Max_Threads.restype = ctypes.c_int
+    count = lambda: lib.MKL_Get_Max_Threads()
+else:
+    import scipy.linalg
+    from threadpoolctl import threadpool_info
+    count = lambda: max(i["num_threads"] for i in threadpool_info() if i["internal_api"] == "openblas")
+seen = [count()]
 with runtime.blas_threads(1):
-    seen.append(lib.MKL_Get_Max_Threads())
-seen.append(lib.MKL_Get_Max_Threads())
-print(blas.PROVIDER, torch.get_num_threads(), *seen)
-"""], capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "2"}, timeout=600)
-    assert out.stdout.split() == ["mkl", "2", "2", "1", "2"]
+    seen.append(count())
+seen.append(count())
+print(blas.PROVIDER, *seen)
+"""
+
+
+def test_blas_threads_limits_the_gemms_threads_and_restores_them():
+    env = {k: v for k, v in os.environ.items() if k != "XBENCH_BLAS"}
+    env.update(OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")
+    for asked, provider in (({}, "mkl" if _mkl() else "openblas"), ({"XBENCH_BLAS": "openblas"}, "openblas")):
+        out = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, timeout=600,
+                             env={**env, **asked})
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.split() == [provider, "2", "1", "2"], asked
 
 
 def test_a_kernel_is_cached_under_the_code_of_the_helpers_it_links(monkeypatch):
