@@ -1,5 +1,10 @@
 """The bfloat16 GEMM (vdpbf16ps micro-kernel, packing, blocking, threads) against float64 products of the same
 bfloat16 values, over every operand layout and edge, and the contractions that take it; and its AMX twin."""
+import ctypes
+import os
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -89,22 +94,79 @@ def test_the_amx_gemm_matches_float64_products_of_the_same_values(M, K, N):
                 assert (np.abs(out - expect) <= tol + 1e-6 * np.abs(before)).all(), (name, add, serial)
 
 
+def _mkl_gemm(a, b, out, add, ops):
+    """MKL's cblas_gemm_bf16bf16f32 through ctypes, with the (transpose, leading dimension) of each operand
+    written out by the caller."""
+    import torch
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"), mode=os.RTLD_NOLOAD)
+    f, i, p = lib.cblas_gemm_bf16bf16f32, ctypes.c_int, ctypes.c_void_p
+    f.argtypes = [i, i, i, i, i, i, ctypes.c_float, p, i, p, i, ctypes.c_float, p, i]
+    (ta, lda), (tb, ldb) = ops
+    M, K, N = a.shape[0], a.shape[1], b.shape[1]
+    f(101, ta, tb, M, N, K, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 1.0 if add else 0.0, out.ctypes.data,
+      out.strides[0] // 4)
+
+
+def check_symbols() -> str:
+    """The kernels' GEMM symbols against the GEMM each layout runs on: MKL's (called here directly) for the layouts
+    it takes where `link` chose it, the AMX or vdpbf16ps GEMM for the others; the same bits. Returns the route."""
+    route = G.link(False)
+    assert G.link(True) == route
+    own = amx if amx.permitted() else G
+    M, K, N = 37, 2 * G.KC + 19, 53
+    cases = layouts(M, K, N)
+    row, col = (111, K), (112, M)                  # A row-major (ld K), or the transpose of a row-major [K, M]
+    ops = {"row x row": (row, (111, N)), "row x col": (row, (112, K)), "col x row": (col, (111, N)),
+           "col x col": (col, (112, K)), "broadcast row": ((111, K), (111, N))}
+    cases["broadcast row"] = (np.lib.stride_tricks.as_strided(bits(K), (1, K), (0, 2)), bits((K, N)))
+    for name, (a, b) in cases.items():
+        for strided_out in (True, False):
+            for add in (False, True):
+                m = a.shape[0]
+                start = rng.standard_normal((m, 2 * N)).astype(np.float32)
+                pick = (lambda x: np.array(x)[:, ::2]) if strided_out else (lambda x: np.ascontiguousarray(x[:, :N]))
+                mkl = route == "mkl" and name in ops and not strided_out
+                for serial in (False, True):
+                    want, got = pick(start), pick(start)
+                    if mkl:
+                        _mkl_gemm(a, b, want, add, ops[name])
+                    elif serial:
+                        own.gemm_serial(a, b, want, add)
+                    else:
+                        own.gemm(a, b, want, 2, add)
+                    if serial:
+                        G.call_serial(a, b, got, add)
+                    else:
+                        G.call(a, b, got, 2, add)
+                    assert np.array_equal(got, want), (name, strided_out, add, serial, route)
+    return route
+
+
 @needs_bf16
 def test_kernels_call_the_gemm_by_symbol_with_the_same_bits():
-    G.link(False)
-    G.link(True)
-    unit = amx if amx.permitted() else G                   # the entry points run AMX where this process may
-    M, K, N = 37, 2 * G.KC + 19, 53
-    for name, (a, b) in layouts(M, K, N).items():
-        for add in (False, True):
-            start = rng.standard_normal((M, 2 * N)).astype(np.float32)
-            want, got = np.array(start)[:, ::2], np.array(start)[:, ::2]            # strided outputs
-            unit.gemm(a, b, want, 2, add)
-            G.call(a, b, got, 2, add)
-            assert np.array_equal(got, want), (name, add)
-            unit.gemm_serial(a, b, want, add)
-            G.call_serial(a, b, got, add)
-            assert np.array_equal(got, want), (name, add)
+    check_symbols()
+
+
+@needs_bf16
+def test_with_torchs_mkl_the_symbols_run_its_bfloat16_gemm_for_the_layouts_it_takes():
+    """In a process that loads torch first, xbench's GEMMs run on torch's MKL (`blas`), and the bfloat16 symbols
+    on MKL's bfloat16 GEMM where torch's MKL has one; elsewhere on xbench's own."""
+    code = ("import sys, torch\n"
+            "from tests.cpu import test_bf16gemm as t\n"
+            "from xbench.backends.cpu import blas\n"
+            "print(blas.PROVIDER, blas.MKL_BF16, t.check_symbols())\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                         env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")})
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    provider, bf16, route = run.stdout.split()[-3:]
+    import torch
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"), mode=os.RTLD_NOLOAD)
+    has = torch.backends.mkl.is_available() and hasattr(lib, "cblas_gemm_bf16bf16f32")
+    if has:
+        assert (provider, bf16, route) == ("mkl", "True", "mkl"), run.stdout
+    else:
+        assert bf16 == "False" and route in ("amx", "vdpbf16ps"), run.stdout
 
 
 def _bf16(shape):
@@ -200,10 +262,8 @@ def test_a_fused_operand_with_a_per_row_scalar_is_still_packed_along_its_reads(d
 def test_kernels_run_the_vdpbf16ps_gemm_where_amx_is_refused():
     """Where the CPU has AMX the kernels' GEMM symbols run the AMX GEMM; a CPU with AVX512-BF16 and no AMX (or a
     Linux that refuses the tiles) runs the vdpbf16ps GEMM behind the same symbols. Symbols are registered once per
-    process, so a child process refuses AMX before any kernel loads, and bfloat16 contractions verify there."""
-    import os
-    import subprocess
-    import sys
+    process, so a child process refuses AMX before any kernel loads (and keeps to OpenBLAS, whose process has no
+    MKL bfloat16 GEMM in front of xbench's), and bfloat16 contractions verify there."""
     code = (
         "import ml_dtypes, numpy as np\n"
         "from xbench.backends.cpu import amx, bf16gemm\n"
@@ -231,5 +291,6 @@ def test_kernels_run_the_vdpbf16ps_gemm_where_amx_is_refused():
         "assert np.array_equal(got, want)\n"
         "print('vdpbf16ps ok')\n")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")})
+                         env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+                              "XBENCH_BLAS": "openblas"})
     assert run.returncode == 0 and "vdpbf16ps ok" in run.stdout, (run.stdout + run.stderr)[-3000:]

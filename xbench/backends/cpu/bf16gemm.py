@@ -27,6 +27,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from . import blas
 from .tasks import data, entry_point, strided_at
 
 MR, NV = 6, 4                 # a tile of MR rows by NV vectors of 16 columns: 24 accumulators in registers
@@ -364,23 +365,71 @@ def _serial_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add
 
 _gemm_c = types.ExternalFunction("xbench_gemm_bf16", _C_SIG)
 _serial_c = types.ExternalFunction("xbench_gemm_bf16_serial", _C_SIG)
+_own_gemm_c = types.ExternalFunction("xbench_gemm_bf16_own", _C_SIG)
+_own_serial_c = types.ExternalFunction("xbench_gemm_bf16_serial_own", _C_SIG)
+
+
+@numba.njit(inline="always", nogil=True)
+def _cblas(s0, s1, rows, cols, size):
+    """(CBLAS transpose, leading dimension) of a [rows, cols] view with byte strides s0, s1 and items of `size`
+    bytes: 111 for a row-major matrix, 112 for the transpose of one; (0, 0) for any other layout. A vector's
+    stride along its one row (column) is free."""
+    if s1 == size and (rows == 1 or s0 >= size * max(1, cols)) and s0 % size == 0:
+        return 111, max(1, cols) if rows == 1 else s0 // size
+    if s0 == size and (cols == 1 or s1 >= size * max(1, rows)) and s1 % size == 0:
+        return 112, max(1, rows) if cols == 1 else s1 // size
+    return 0, 0
+
+
+@numba.njit(inline="always", nogil=True)
+def _mkl(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
+    """MKL's bfloat16 GEMM where it takes all three layouts (C row-major), on `threads` of this thread's MKL
+    threads (one inside a parallel loop); whether it ran."""
+    ta, lda = _cblas(sa0, sa1, M, K, 2)
+    tb, ldb = _cblas(sb0, sb1, K, N, 2)
+    tc, ldc = _cblas(so0, so1, M, N, 4)
+    if ta == 0 or tb == 0 or tc != 111 or M == 0 or N == 0 or K == 0:
+        return False
+    before = blas.set_local_threads(1 if threads <= 1 or blas.omp_level() > 0 else threads)
+    blas.gemm_bf16(101, ta, tb, M, N, K, np.float32(1.0), a, lda, b, ldb, np.float32(1.0 if add != 0 else 0.0),
+                   out, ldc)
+    blas.set_local_threads(before)
+    return True
+
+
+def _mkl_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
+    if not _mkl(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
+        _own_gemm_c(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add)
+
+
+def _mkl_serial_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add):
+    if not _mkl(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, 1, add):
+        _own_serial_c(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads, add)
 
 
 @functools.cache
-def link(serial: bool) -> None:
-    """Register the entry point of `gemm_serial` (or `gemm`), which `call_serial` (`call`) calls, or of their AMX
-    twins (`amx`) where the CPU has AMX and Linux lets this process use it: before any function that calls it is
-    compiled or loaded from the cache (a generated module that does runs this first)."""
+def link(serial: bool) -> str:
+    """Register the entry point `call_serial` (or `call`) calls: before any function that calls it is compiled or
+    loaded from the cache (a generated module that does runs this first). Behind it, where xbench's float32
+    GEMMs run on torch's MKL and it has a bfloat16 GEMM (`blas.MKL_BF16`), MKL's for the operand layouts it
+    takes, on the same threads; for the others, and everywhere else, `gemm_serial` (`gemm`), or their AMX twins
+    (`amx`) where the CPU has AMX and Linux lets this process use it. Returns which: "mkl", "amx" or
+    "vdpbf16ps"."""
     from numba.np.ufunc import parallel
 
     from . import amx
 
     parallel._launch_threads()          # the threading layer's symbols, which `gemm` loaded from the cache needs
     ext = _serial_c if serial else _gemm_c
-    if amx.permitted():
-        entry_point(ext.symbol, _C_SIG, amx.serial_entry if serial else amx.gemm_entry)
-    else:
-        entry_point(ext.symbol, _C_SIG, _serial_entry if serial else _gemm_entry)
+    own = "amx" if amx.permitted() else "vdpbf16ps"
+    entry = {("amx", True): amx.serial_entry, ("amx", False): amx.gemm_entry,
+             ("vdpbf16ps", True): _serial_entry, ("vdpbf16ps", False): _gemm_entry}[own, serial]
+    if not blas.MKL_BF16:
+        entry_point(ext.symbol, _C_SIG, entry)
+        return own
+    entry_point((_own_serial_c if serial else _own_gemm_c).symbol, _C_SIG, entry)
+    entry_point(ext.symbol, _C_SIG, _mkl_serial_entry if serial else _mkl_entry)
+    return "mkl"
 
 
 @numba.njit(nogil=True, cache=True)

@@ -37,8 +37,14 @@ _F_SIG = types.void(*([_P] * 13))         # ?gemm_(transa, transb, m, n, k, alph
 
 _sgemm = types.ExternalFunction("xbench_sgemm", _F_SIG)
 _dgemm = types.ExternalFunction("xbench_dgemm", _F_SIG)
-_level = types.ExternalFunction("xbench_omp_get_level", types.int32())
-_local_threads = types.ExternalFunction("xbench_mkl_local_threads", types.int32(types.int32))
+# for compiled code: the calling thread's OpenMP nesting level (0 outside parallel loops, and always 0 on OpenBLAS),
+# and MKL_Set_Num_Threads_Local (the limit before; OpenBLAS: nothing changes)
+omp_level = types.ExternalFunction("xbench_omp_get_level", types.int32())
+set_local_threads = types.ExternalFunction("xbench_mkl_local_threads", types.int32(types.int32))
+_I = types.int32
+# cblas_gemm_bf16bf16f32(layout, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), where MKL_BF16
+gemm_bf16 = types.ExternalFunction("xbench_mkl_gemm_bf16", types.void(_I, _I, _I, _I, _I, _I, types.float32, _P, _I, _P,
+                                                                       _I, types.float32, _P, _I))
 
 
 def _outside_parallel_regions():
@@ -78,25 +84,28 @@ def _scipy_gemm(name: str) -> int:
     return get_pointer(cap, get_name(cap))
 
 
-def _link() -> str:
+def _link() -> tuple[str, bool]:
     import llvmlite.binding as ll
     addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value           # noqa: E731
     lib = _torch_mkl()
     if lib is None:
         ll.add_symbol("xbench_sgemm", _scipy_gemm("sgemm"))
         ll.add_symbol("xbench_dgemm", _scipy_gemm("dgemm"))
-        entry_point(_level.symbol, _level.sig, _outside_parallel_regions)     # OpenBLAS: never limited per call
-        entry_point(_local_threads.symbol, _local_threads.sig, _unchanged)
-        return "openblas"
+        entry_point(omp_level.symbol, omp_level.sig, _outside_parallel_regions)     # OpenBLAS: never limited per call
+        entry_point(set_local_threads.symbol, set_local_threads.sig, _unchanged)
+        return "openblas", False
     ll.add_symbol("xbench_sgemm", addr(lib.sgemm_))
     ll.add_symbol("xbench_dgemm", addr(lib.dgemm_))
-    ll.add_symbol(_local_threads.symbol, addr(lib.MKL_Set_Num_Threads_Local))
-    ll.add_symbol(_level.symbol, addr(ctypes.CDLL(None).omp_get_level))
+    ll.add_symbol(set_local_threads.symbol, addr(lib.MKL_Set_Num_Threads_Local))
+    ll.add_symbol(omp_level.symbol, addr(ctypes.CDLL(None).omp_get_level))
     share_threads(True)
-    return "mkl"
+    bf16 = hasattr(lib, "cblas_gemm_bf16bf16f32")
+    if bf16:
+        ll.add_symbol(gemm_bf16.symbol, addr(lib.cblas_gemm_bf16bf16f32))
+    return "mkl", bf16
 
 
-PROVIDER = _link()
+PROVIDER, MKL_BF16 = _link()          # MKL_BF16: MKL's bfloat16 GEMM is linked as `gemm_bf16` (`bf16gemm` routes to it)
 
 
 @functools.cache
@@ -128,12 +137,12 @@ def _ol_xxgemm(sample, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
         v[0], v[1], v[2], v[3], v[4], v[5], v[6] = transa, transb, m, n, k, lda, ldb
         w = np.empty(1, np.int32)
         w[0] = ldc
-        inside = _level() > 0               # in a parallel loop: this thread alone
-        before = _local_threads(1) if inside else 0
+        inside = omp_level() > 0               # in a parallel loop: this thread alone
+        before = set_local_threads(1) if inside else 0
         fn(v[0:].ctypes, v[1:].ctypes, v[2:].ctypes, v[3:].ctypes, v[4:].ctypes, alpha, a, v[5:].ctypes, b,
            v[6:].ctypes, beta, c, w.ctypes)
         if inside:
-            _local_threads(before)
+            set_local_threads(before)
 
     return impl
 
