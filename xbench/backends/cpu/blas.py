@@ -12,7 +12,8 @@ what numba's `np.dot` calls, starts threads of its own, which spin for a while a
 from the next loop's threads (BERT's forward program here: 50 ms with OpenBLAS, 37 ms with MKL). Elsewhere,
 or with `XBENCH_BLAS=openblas`, it is SciPy's OpenBLAS. Either is called through the symbols `xbench_sgemm` and
 `xbench_dgemm` (the Fortran ABI: every argument a pointer), registered when this module loads, before any
-function that calls them is compiled or loaded from numba's cache.
+function that calls them is compiled or loaded from numba's cache; with MKL also its bfloat16 GEMM
+(`gemm_bf16`, which `bf16gemm` routes to).
 
 A GEMM called inside a parallel loop (one per core, `blas_threads == 1` kernels) runs on its own thread: MKL
 there would open a nested parallel region of its own, its threads competing with the loop's for the cores
