@@ -43,8 +43,12 @@ def test_an_artifact_refuses_arrays_unlike_those_it_was_compiled_for(backend):
     wide = np.zeros((64, 128), np.float32)
     wide[:, ::2] = X
     strided, swapped = wide[:, ::2], X.astype(">f4")          # strides and byte order it does not assume: copied
-    for a in (strided, swapped, X.T.copy().T):
+    readonly = X.copy()
+    readonly.flags.writeable = False
+    for a in (strided, swapped, X.T.copy().T, readonly):
         np.testing.assert_allclose(art.run(a)[0], X * 2, rtol=1e-6)
+        assert art.check_inputs([a])[0] is not a
+    assert art.check_inputs([X])[0] is X                    # an array as compiled for is passed as it is
 
 
 @pytest.mark.parametrize("backend, kernel, knobs, match", [

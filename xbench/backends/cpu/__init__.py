@@ -141,10 +141,8 @@ class CpuArtifact(Artifact):
     const_args: tuple = ()
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        p = self.program
         outs = self.module.run(*self._args(arrays), *self.const_args)
-        return [o.view(to_numpy(p.buffers[n].dtype)) if p.buffers[n].dtype in LOWP else o
-                for o, n in zip(outs, p.outputs)]
+        return [o if dt is None else o.view(dt) for o, dt in zip(outs, self._lowp[1])]
 
     def kernel_runners(self, *arrays: np.ndarray) -> dict:
         """One zero-argument callable per kernel, over buffers filled by a full run: time kernels one by one."""
@@ -164,9 +162,15 @@ class CpuArtifact(Artifact):
         return out
 
     def _args(self, arrays) -> list[np.ndarray]:
-        p = self.program
-        return [a.view(np.uint16) if p.buffers[name].dtype in LOWP else a
-                for a, name in zip(self.check_inputs(arrays), p.inputs)]
+        return [a.view(np.uint16) if lowp else a for a, lowp in zip(self.check_inputs(arrays), self._lowp[0])]
+
+    @functools.cached_property
+    def _lowp(self) -> tuple[list[bool], list]:
+        """Which inputs are 16-bit floats (the kernels read their bits as uint16), and the numpy dtype of each
+        such output (None for the others)."""
+        b = self.program.buffers
+        return ([b[n].dtype in LOWP for n in self.program.inputs],
+                [to_numpy(b[n].dtype) if b[n].dtype in LOWP else None for n in self.program.outputs])
 
 
 class CpuBackend:
