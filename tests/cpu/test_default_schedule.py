@@ -12,7 +12,7 @@ from xbench import Tensor
 from xbench.backends import cpu
 from xbench.backends import get as get_backend
 
-N, D = xb.dims("N D")
+N, D, M = xb.dims("N D M")
 
 
 @xb.tensor_op
@@ -174,3 +174,21 @@ def test_a_contraction_that_packs_far_more_than_it_writes_packs_in_parallel():
     k = kernels[-1]
     assert k.points() < cpu.BLAS_PARALLEL_POINTS <= cpu._packed(cpu.contraction.roles(k))
     assert get_backend("cpu").default_schedule(k)["parallel"]
+
+
+@xb.tensor_op
+def mm(a: Tensor[N, D], b: Tensor[D, M]) -> Tensor[N, M]:
+    return a @ b
+
+
+def test_small_gemms_run_on_one_thread_on_openblas_and_on_blas_threads_on_mkl(monkeypatch):
+    """OpenBLAS's own threads cost a small GEMM more than they give; MKL shares the OpenMP threads and picks its
+    own count. A decode step's projection, 8 x 256 by 256 x 768, is small; 512^3 is not."""
+    from xbench.backends.cpu import blas
+    small, large = _kernel(mm, (8, 256), (256, 768)), _kernel(mm, (512, 512), (512, 512))
+    assert cpu.kernel_work(small) < cpu.BLAS_THREAD_WORK <= cpu.kernel_work(large)
+    backend = get_backend("cpu")
+    for provider, want in (("openblas", 1), ("mkl", 0)):
+        monkeypatch.setattr(blas, "PROVIDER", provider)
+        assert backend.default_schedule(small)["blas_threads"] == want, provider
+        assert backend.default_schedule(large)["blas_threads"] == 0, provider

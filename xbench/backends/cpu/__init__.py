@@ -48,8 +48,10 @@ PARALLEL_MARGIN = 2.0
 # loops that are not vectorised. Whole-model graphs have hundreds of such kernels (batch statistics, running
 # averages, small epilogues).
 OPT_FULL_US = 10.0
-# A GEMM of fewer multiply-adds than this runs on one BLAS thread: ~80 us of work on one core, where waking a
-# second thread costs 10-20 us and, when another process holds the other core, a time slice (4-16 ms).
+# On OpenBLAS, a GEMM of fewer multiply-adds than this runs on one BLAS thread: ~80 us of work on one core, where
+# waking OpenBLAS's second thread costs 10-20 us and, when another process holds the other core, a time slice
+# (4-16 ms). MKL shares the OpenMP threads, awake between loops, and picks its own count for a small GEMM: there
+# every GEMM keeps BLAS's threads (GPT-2's decode step, its GEMMs 8 rows high: 3.2 -> 2.8 ms).
 BLAS_THREAD_WORK = 1 << 23
 # a BLAS contraction's own loops (packing, the epilogue: numba parallel regions of ~3 us each) run in parallel
 # from this many output points
@@ -82,6 +84,12 @@ def _unit_stride(e, axis) -> bool:
     e = checked[0] if checked else e
     form = contraction.affine(e.index[-1]) if isinstance(e, Load) and e.index else None
     return form is not None and form.get(axis.name, 0) == 1
+
+
+def _small_gemms_serial() -> bool:
+    """Whether small GEMMs run on one thread (`BLAS_THREAD_WORK`): where the BLAS is OpenBLAS."""
+    from . import blas
+    return blas.PROVIDER == "openblas"
 
 
 def kernel_work(k: Kernel) -> int:
@@ -252,7 +260,7 @@ class CpuBackend:
             if s["impl"] == "blas":
                 # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output
                 s["parallel"] = s["parallel"] and max(kernel.points(), _packed(roles)) >= BLAS_PARALLEL_POINTS
-                s["blas_threads"] = 1 if kernel_work(kernel) < BLAS_THREAD_WORK else 0
+                s["blas_threads"] = 1 if kernel_work(kernel) < BLAS_THREAD_WORK and _small_gemms_serial() else 0
             batches = _extent(roles[1])
             if len(panel_rows(kernel)) > 1:
                 s["panel"] = 0
