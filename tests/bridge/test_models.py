@@ -30,7 +30,10 @@ def test_training_on_cpu_follows_eager(name):
     exact_losses, exact_logits = train_curve(exact, batch64, STEPS)
     assert_ok(compare_outputs(logits, eager_logits, exact_logits, f"{name} logits"))
     assert_ok(compare_curves(got, want, exact_losses, f"{name} loss curve"))
-    assert got[-1] < got[0]                                          # it learns
+    # it learns: the loss falls below its first value. Not "the last below the first": the tiny MobileNetV2 (batch
+    # norm over two 1x1 maps) jumps between 0 and 80 after a few steps in float64 and eager alike, and where its run
+    # ends is chance; compare_curves holds every curve to float64's
+    assert min(got) < got[0], got
 
 
 @pytest.mark.parametrize("target", ["cuda", "ascend"])
