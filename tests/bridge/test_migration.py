@@ -156,9 +156,12 @@ def test_the_override_leaves_dtypes_it_has_not_qualified_to_torch():
     assert st.calls["mul"] == 1
 
 
-def test_a_custom_op_trains_under_ddp(rms, tmp_path):
+def ddp_grads_match(rendezvous: str) -> None:
+    """One DDP step (gloo, world size 1) of a model with the xbench custom op: gradients equal torch's."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rms = xt.custom_op(fused_rmsnorm, name="xbtest::rmsnorm")
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -168,7 +171,7 @@ def test_a_custom_op_trains_under_ddp(rms, tmp_path):
         def forward(self, x):
             return rms(self.lin(x), self.w)
 
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
     try:
         torch.manual_seed(0)
         net = Net()
@@ -181,3 +184,20 @@ def test_a_custom_op_trains_under_ddp(rms, tmp_path):
             torch.testing.assert_close(a.grad, b.grad)
     finally:
         dist.destroy_process_group()
+
+
+def test_a_custom_op_trains_under_ddp(tmp_path):
+    """In a child process, which leaves without tearing Gloo down: freeing DDP's reducer can deadlock in
+    ~ProcessGroupGloo (joining a Gloo thread that waits for the GIL to drop a finished allreduce's thread-local
+    Python state), and a hang there would stop the whole test run."""
+    import os
+    import subprocess
+    import sys
+    code = ("import os, sys\n"
+            "from tests.bridge import test_migration as t\n"
+            f"t.ddp_grads_match({str(tmp_path / 'rendezvous')!r})\n"
+            "print('ddp ok', flush=True)\n"
+            "os._exit(0)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
+    assert run.returncode == 0 and "ddp ok" in run.stdout, (run.stdout + run.stderr)[-3000:]
