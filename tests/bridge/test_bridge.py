@@ -134,6 +134,12 @@ def test_the_float64_reference_of_an_op_torch_refuses_in_float64_is_torch_in_its
     (p,) = [n for n in plain.graph.nodes if n.op == "placeholder"]
     y, ref = _run_torch(mul, {p: x}, plain)
     assert y.dtype == torch.float64 and ref == "float64"
+    # a call torch refuses in its own dtypes too is not hidden behind the fallback: it raises
+    bad = torch.fx.symbolic_trace(lambda a, b: torch.ops.aten.mm(a, b))
+    (mm,) = [n for n in bad.graph.nodes if n.op == "call_function"]
+    pa, pb = [n for n in bad.graph.nodes if n.op == "placeholder"]
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        _run_torch(mm, {pa: torch.randn(4, 8), pb: torch.randn(5, 3)}, bad)
 
 
 def test_fallback_ops_keeps_an_op_on_torch():

@@ -150,7 +150,9 @@ def test_kernels_call_the_gemm_by_symbol_with_the_same_bits():
 @needs_bf16
 def test_with_torchs_mkl_the_symbols_run_its_bfloat16_gemm_for_the_layouts_it_takes():
     """In a process that loads torch first, xbench's GEMMs run on torch's MKL (`blas`), and the bfloat16 symbols
-    on MKL's bfloat16 GEMM where torch's MKL has one; elsewhere on xbench's own."""
+    on MKL's bfloat16 GEMM where torch's MKL has one; elsewhere on xbench's own. `needs_bf16` as the others: the
+    layouts MKL does not take run the vdpbf16ps or AMX GEMM, and without AVX512-BF16 kernels never call these
+    symbols (bfloat16 contractions widen for SGEMM, tested on every machine)."""
     code = ("import sys, torch\n"
             "from tests.cpu import test_bf16gemm as t\n"
             "from xbench.backends.cpu import blas\n"
