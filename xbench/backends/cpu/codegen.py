@@ -325,7 +325,7 @@ class ModuleWriter:
         if "winograd" in self.helpers:
             dtypes = sorted({k.stages[0].dtype for k in self.program.kernels
                              if self.schedules.get(k.name, Schedule()).get("window") == "winograd"})
-            src("from xbench.backends.cpu.tasks import data as _xb_data")
+            src("from xbench.backends.cpu.tasks import data as _xb_data, keep as _xb_keep")
             src("from xbench.backends.cpu.winograd import external as _xb_winograd, weights as _xb_wino_weights")
             for dt in dtypes:
                 src(f"_xb_wino_tiles_{dt} = _xb_winograd({dt!r})")
@@ -1419,9 +1419,11 @@ class ContractWriter:
             tiles = (f"_xb_wino_tiles_{c.dtype}(_xb_data(_X), _xb_data(_U), _xb_data(_V), _xb_data(_T), "
                      f"_xb_data(_C), {C}, {M}, {hp * wp}, {rows}, {tw}, {wp}, ")
             with src.indent():
+                keep = "_xb_keep((_X, _U, _V, _T, _C))"      # alive until the C function has returned
                 if per_batch:
                     self._pad_copy(src, plan, hp, wp, "range")
                     src(tiles + f"0, {th}, {T})")
+                    src(keep)
                 else:                       # one batch point at a time: blocks of tiles in parallel
                     self._pad_copy(src, plan, hp, wp, "numba.prange")
                     src(f"for _q in numba.prange({-(-th // rows)}):")
@@ -1429,6 +1431,7 @@ class ContractWriter:
                         for line in block:
                             src(line)
                         src(tiles + f"_q * {rows}, min({th}, _q * {rows} + {rows}), {T})")
+                        src(keep)
                 y, x = self.n[0].var, self.n[1].var
                 tile = E.add(E.mul(E.floordiv(y, 2), E.const(tw)), E.floordiv(x, 2))
                 self._epilogue(src, "_C", E.add(E.mul(tile, E.const(4)), E.add(E.mul(E.mod(y, 2), E.const(2)),

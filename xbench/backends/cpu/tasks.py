@@ -86,6 +86,21 @@ def data(typingctx, arr):
 
 
 @intrinsic
+def keep(typingctx, arrays):
+    """Nothing: a use of the arrays (a tuple) after a C function was called with their `data` pointers. numba
+    frees an array after the last statement that names it, which would otherwise be the `data` call, before the
+    C function runs: a scratch array allocated in a parallel loop was freed and handed to the next thread's
+    allocation while the first thread still wrote through its pointer."""
+    if not isinstance(arrays, types.BaseTuple) or not all(isinstance(a, types.Array) for a in arrays):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.get_dummy_value()
+
+    return types.void(arrays), codegen
+
+
+@intrinsic
 def array_at(typingctx, ptr, shape, dtype):
     """The C-contiguous array of `dtype` and `shape` (a tuple of ints) at `ptr`, owned elsewhere."""
     if ptr != types.voidptr or not isinstance(shape, types.UniTuple) or not isinstance(shape.dtype, types.Integer):
