@@ -77,3 +77,38 @@ def test_a_flattened_batch_and_sequence_is_read_through_a_reshaped_view():
     got = art.run(x, w)
     np.testing.assert_allclose(got[0], x2 @ w, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got[1], x2.T @ x2, rtol=1e-5, atol=1e-4)
+
+
+@xb.tensor_op
+def heads_attention(p: xb.Tensor["B", "H", "L", "S"], x: xb.Tensor["S", "D"], bias: xb.Tensor["D"]):
+    # [batch of 1, heads] products of softmax-like rows with a head's slice of a projection (its bias added)
+    v = (x + bias).reshape(x.shape[0], p.shape[1], -1).transpose(1, 0, 2)
+    return p @ v
+
+
+def test_a_batched_operand_with_a_unit_batch_axis_is_read_through_a_view():
+    # p[0, h] is a plain [L, S] matrix: the batch axis of extent 1 reads at 0 and nothing is copied
+    rng = np.random.default_rng(3)
+    p = rng.standard_normal((1, 4, 16, 24)).astype(np.float32)
+    x, bias = rng.standard_normal((24, 32)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    art = heads_attention.compile("cpu", p, x, bias)
+    assert "_xb_dot(p[0, " in art.source and "_A = " not in art.source
+    v = (x.astype(np.float64) + bias).reshape(24, 4, 8).transpose(1, 0, 2)
+    np.testing.assert_allclose(art.run(p, x, bias)[0], p.astype(np.float64) @ v, rtol=1e-5, atol=1e-4)
+
+
+def test_a_heads_transposed_operand_is_packed_along_its_contiguous_reads():
+    # q @ (k + bias)^T per head: k's head slice runs along the summed axis at an offset fixed by the head, so
+    # it is packed row by row as [N, K] (contiguous reads and writes) and handed to BLAS as its transpose
+    @xb.tensor_op
+    def scores(q: xb.Tensor["H", "L", "D"], k: xb.Tensor["S", "E"], bias: xb.Tensor["E"]):
+        kh = (k + bias).reshape(k.shape[0], q.shape[0], -1).transpose(1, 2, 0)
+        return q @ kh
+
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    k, bias = rng.standard_normal((24, 32)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    art = scores.compile("cpu", q, k, bias)
+    assert "_B = _xb_new((24, 8)" in art.source and ", _B.T, " in art.source
+    kh = (k.astype(np.float64) + bias).reshape(24, 4, 8).transpose(1, 2, 0)
+    np.testing.assert_allclose(art.run(q, k, bias)[0], q.astype(np.float64) @ kh, rtol=1e-5, atol=1e-4)

@@ -1183,13 +1183,16 @@ class ContractWriter:
         buf, transposed = view
         shape, index = contraction.reshaped(contraction.without_units(e, (*rows, *cols, *batch)).index,
                                             self.w.program.buffers[buf].shape)
-        lead = [i.name for i in index if isinstance(i, Idx) and i.name in {a.name for a in batch}]
-        if [getattr(i, "name", None) for i in index[:len(lead)]] != lead:
-            return None            # a dimension of extent 1 ahead of the batch index: no plain view
+        names = {a.name for a in batch}
+        lead = max((d + 1 for d, i in enumerate(index) if isinstance(i, Idx) and i.name in names), default=0)
+        # the batch index, and the dimensions of extent 1 among it (a unit batch axis reads at 0), select a matrix
+        if not all(isinstance(i, Idx) and i.name in names or shape[d] == 1 for d, i in enumerate(index[:lead])):
+            return None
         base = buf if shape == tuple(self.w.program.buffers[buf].shape) else f"{buf}.reshape{shape}"
-        base = f"{base}[{', '.join(lead)}]" if lead else base
+        sub = [i.name if isinstance(i, Idx) and i.name in names else "0" for i in index[:lead]]
+        base = f"{base}[{', '.join(sub)}]" if lead else base
         R, C = _prod(rows), _prod(cols)
-        stored = shape[len(lead):]
+        stored = shape[lead:]
         if transposed:
             return f"{base}.T" if stored == (C, R) else f"{base}.reshape({C}, {R}).T"
         return base if stored == (R, C) else f"{base}.reshape({R}, {C})"
@@ -1480,15 +1483,15 @@ class ContractWriter:
                 (v,) = self.w.values(src, [e2], set(), set())
                 src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
 
-    @staticmethod
-    def _runs_along(e: Expr, axes) -> bool:
+    def _runs_along(self, e: Expr, axes) -> bool:
         """Whether every read of a multi-dimensional buffer in `e` that moves along `axes` has its last (contiguous)
-        index in `axes` alone (a read that does not move along them, a softmax row's sum in its gradient, is one
-        value for the whole run)."""
+        index in `axes`, and the batch axes fixed for the GEMM, alone (a read that does not move along them, a
+        softmax row's sum in its gradient, is one value for the whole run)."""
         names = {a.name for a in axes}
+        fixed = names | {a.name for a in self.batch}
         reads = [ld for ld in E.loads(e) if len(ld.index) > 1
                  and names & set().union(*map(E.free_indices, ld.index))]
-        return bool(reads) and all(E.free_indices(ld.index[-1]) and E.free_indices(ld.index[-1]) <= names
+        return bool(reads) and all(names & E.free_indices(ld.index[-1]) and E.free_indices(ld.index[-1]) <= fixed
                                    for ld in reads)
 
     def _direct_out(self) -> str | None:
