@@ -27,7 +27,8 @@ from . import (
     numba_cache,  # noqa: F401 - checks numba's cache files of xbench functions (before codegen's)
     spin,  # noqa: F401 - how long idle threads spin, set before the libraries that start them load
 )
-from .codegen import ModuleWriter, needs_collapse, panel_rows, prefetch_plan, storage_dtype, streamed_store
+from .codegen import ModuleWriter, needs_collapse, prefetch_plan, storage_dtype, streamed_store
+from .contract import panel_rows
 from .lowp import LOAD as LOWP
 
 PREFETCH_LINES = (2, 4, 8)

@@ -3,8 +3,8 @@
 Every kernel becomes one `@numba.njit` function. Its outer axes run under `prange` (the leading ones collapsed
 into one parallel loop when they are short); each stage is a loop nest at one outer point. A kernel that is one
 parallel loop is then compiled serially over a range of it and run on numba's threads (`tasks`). Contractions use
-their own template: operands are viewed in place when their layout allows, packed into contiguous panels
-otherwise, multiplied by BLAS (`blas.dot`: numba's `np.dot`, compiled once) and finished by the fused
+their own template (`contract`): operands are viewed in place when their layout allows, packed into contiguous
+panels otherwise, multiplied by BLAS (`blas.dot`: numba's `np.dot`, compiled once) and finished by the fused
 epilogue while the block is still in cache; integer contractions use a blocked loop nest.
 """
 from __future__ import annotations
@@ -24,7 +24,9 @@ from ...ir.expr import INDEX, Call, Cast, Expr, Idx, Load, Local
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
-from . import bf16gemm, lowp, memory, winograd
+from . import lowp, memory
+from .contract import ContractWriter
+from .emit import SCRATCH, Indent, blas_serial, cast, unravel, unrounded
 from .order import BLOCK, block_var, scatter_block, transposed_loops
 
 try:
@@ -38,9 +40,7 @@ except ImportError:  # pragma: no cover
 # computed twice (a reduction and its epilogue), so `v - v.max()` could be > 0; afn computes `x ** -1.5` from a
 # reciprocal square root estimate, NaN at 0 and inf.
 FASTMATH = '{"reassoc"}'
-SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loops
 COLUMN_CHUNK = 256                 # outputs per part of a column sum (their accumulators stay in L1)
-K_SPLIT_MIN = 64                   # a sum of GEMMs over leading contraction axes needs this much contraction each
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -212,7 +212,7 @@ class ModuleWriter:
         self.helpers.add("lowp")
         if op == "+=":
             value = f"{lowp.LOAD[b.dtype]}({target}) + {value}"
-        return f"{target} = {lowp.STORE[b.dtype]}({_unrounded(value, b.dtype)})"
+        return f"{target} = {lowp.STORE[b.dtype]}({unrounded(value, b.dtype)})"
 
     # ---- scalar functions ----------------------------------------------------------------------------
     def _spell(self, fn: str, dtype: str, args: list[str], arg_types: list[str]) -> str | None:
@@ -421,7 +421,7 @@ class ModuleWriter:
             if one and not serial:
                 src("with _xb_blas_threads(1):")
             serial = one or serial and not blas
-            with _Indent(src, 1 if serial else 0):
+            with Indent(src, 1 if serial else 0):
                 if lifetimes:
                     for name in self.params(k):
                         if first.get(name) == i:
@@ -591,7 +591,7 @@ class ModuleWriter:
                 loops, x = transposed
                 collapse = max(1, min(needs_collapse(loops, self.threads), len(loops) - 1))
                 bound = self.open_outer(src, loops, collapse, parallel) | {x.name}
-                with _Indent(src, len(loops) - collapse + 1):
+                with Indent(src, len(loops) - collapse + 1):
                     blk = block_var(x)
                     src(f"for {x.name} in range({blk} * {BLOCK}, min({blk} * {BLOCK} + {BLOCK}, {x.extent})):")
                     with src.indent():
@@ -600,7 +600,7 @@ class ModuleWriter:
                 collapse = int(sched.get("collapse", 1)) if k.outer else 0
                 collapse = max(1, min(collapse, len(k.outer))) if k.outer else 0
                 bound = self.open_outer(src, k.outer, collapse, parallel)
-                with _Indent(src, len(k.outer) - collapse + (1 if collapse else 0)):
+                with Indent(src, len(k.outer) - collapse + (1 if collapse else 0)):
                     self.point(src, k, bound)
         self._scalars = {}
         self._split = False
@@ -628,7 +628,7 @@ class ModuleWriter:
                 src(f"_c_hi = min({P}, _c_lo + {chunk})")
                 src(f"_c_acc = _xb_new(({chunk},), {self.np_type(r.dtype)})" + SCRATCH)
                 src("_c_acc[:] = 0")
-                with _Indent(src, self.loops(src, r.axes)):
+                with Indent(src, self.loops(src, r.axes)):
                     src("for _p in range(_c_lo, _c_hi):")
                     with src.indent():
                         unravel(src, "_p", k.outer, "_pr")
@@ -666,7 +666,7 @@ class ModuleWriter:
             with src.indent():
                 unravel(src, "_flat", outer[:collapse], "_r")
         for j, a in enumerate(outer[collapse:]):
-            with _Indent(src, 1 + j if collapse else j):
+            with Indent(src, 1 + j if collapse else j):
                 src(f"for {a.name} in range({a.extent}):")
         return {a.name for a in outer}
 
@@ -722,7 +722,7 @@ class ModuleWriter:
         b = self.program.buffers[s.buf]
         row = self.emitter.tmp("_out")
         src(f"{row} = _xb_new(({a.extent},), np.{storage_dtype(b.dtype).name})" + SCRATCH)
-        with _Indent(src, self.row_loop(src, a)):
+        with Indent(src, self.row_loop(src, a)):
             vals = self.values(src, exprs, bound, set())
             src(f"{row}[{a.name}] = {vals[-1]}")
         start = E.linear((*exprs[:-2], E.const(0)), tuple(b.shape))
@@ -744,7 +744,7 @@ class ModuleWriter:
         over it instead of two (softmax's exponentials and their sum)."""
         exprs = self.hoist(src, [*st.index, st.value], {st.axes[0].name})
         src(f"{red.local} = {self.emitter.const(0, red.dtype)}")
-        with _Indent(src, self.row_loop(src, st.axes[0])):
+        with Indent(src, self.row_loop(src, st.axes[0])):
             vals = self.values(src, exprs, bound, set())
             v = self.emitter.tmp("_e")
             src(f"{v} = {vals[-1]}")
@@ -775,7 +775,7 @@ class ModuleWriter:
 
     def loops(self, src: Source, axes: tuple[Axis, ...]) -> int:
         for j, a in enumerate(axes):
-            with _Indent(src, j):
+            with Indent(src, j):
                 src(f"for {a.name} in range({a.extent}):")
         return len(axes)
 
@@ -786,16 +786,16 @@ class ModuleWriter:
         elif isinstance(s, Store):
             exprs = self.hoist(src, [*s.index, s.value], {a.name for a in s.axes}) if s.axes else [*s.index, s.value]
             opened = self.row_loop(src, s.axes[0]) if self._ahead is not None else self.loops(src, s.axes)
-            with _Indent(src, opened):
+            with Indent(src, opened):
                 vals = self.values(src, exprs, bound, set())
                 src(self.assign(s.buf, vals[:-1], vals[-1]))
         elif isinstance(s, Reduce):
             self.reduce(src, s, bound)
         elif isinstance(s, Contract):
-            (body,) = self.hoist(src, [Call("mul", (_acc(s.lhs, s.dtype), _acc(s.rhs, s.dtype)), s.dtype)],
+            (body,) = self.hoist(src, [Call("mul", (cast(s.lhs, s.dtype), cast(s.rhs, s.dtype)), s.dtype)],
                                  {a.name for a in s.axes})
             src(f"{s.local} = {self.emitter.const(0, s.dtype)}")
-            with _Indent(src, self.loops(src, s.axes)):
+            with Indent(src, self.loops(src, s.axes)):
                 (v,) = self.values(src, [body], bound, set())
                 src(f"{s.local} += {v}")
         elif isinstance(s, Scan):
@@ -806,7 +806,7 @@ class ModuleWriter:
             split = s.disjoint_axis() if self._split else None
             block = scatter_block(s, self.program)
             depth = self.scatter_loops(src, s, split, block if block is not split else None)
-            with _Indent(src, depth):
+            with Indent(src, depth):
                 vals = self.values(src, [*s.index, s.value], bound, set())
                 src(self.assign(s.buf, vals[:-1], vals[-1], "+="))
         else:
@@ -834,7 +834,7 @@ class ModuleWriter:
             lo = f"{block_var(block)} * {BLOCK}"
             loops.append(f"for {block.name} in range({lo}, min({lo} + {BLOCK}, {block.extent})):")
         for j, line in enumerate(loops):
-            with _Indent(src, depth + j):
+            with Indent(src, depth + j):
                 src(line)
         return depth + len(loops)
 
@@ -859,7 +859,7 @@ class ModuleWriter:
         if s.index_local:
             src(f"{s.index_local} = 0")
             src("_pos = 0")
-        with _Indent(src, self.loops(src, s.axes)):
+        with Indent(src, self.loops(src, s.axes)):
             (v,) = self.values(src, [body], bound, set())
             if s.kind == "sum":
                 src(f"{acc} += {v}")
@@ -893,7 +893,7 @@ class ModuleWriter:
         k, m, c = self.emitter.tmp("_key"), self.emitter.tmp("_mag"), self.emitter.const
         src(f"{k} = {c(key, it)}")
         src(f"{m} = {c(0, it)}")
-        with _Indent(src, self.loops(src, s.axes)):
+        with Indent(src, self.loops(src, s.axes)):
             (v,) = self.values(src, [body], bound, set())
             src(f"_v = {v}")
             src(f"{k} = _xb_int_{s.kind}({k}, _xb_order_key(_v))")
@@ -965,13 +965,6 @@ def column_sum(k: Kernel) -> bool:
     return bool(per_output) and all(E.free_indices(ld.index[-1]) == {last} for ld in per_output)
 
 
-def blas_serial(sched) -> bool:
-    """Kernels that call BLAS from their own parallel loops, or for GEMMs too small to share, on one BLAS
-    thread."""
-    return bool(sched.get("batch_parallel", False)) or sched.get("window") == "winograd" or \
-        sched.get("blas_threads") == 1
-
-
 def streamed_store(k: Kernel, program: Program, stages: list) -> int | None:
     """The stage the `stores` knob streams: the last that writes whole contiguous rows of a global buffer (of
     at least four cache lines) at each outer point, or None."""
@@ -1038,24 +1031,6 @@ def recompute_rows(k: Kernel) -> list:
     return out
 
 
-def _unrounded(value: str, dtype: str) -> str:
-    """`value` without an outer cast to the 16-bit `dtype` it is about to be stored as (the store rounds once)."""
-    rounded = f"{lowp.LOAD[dtype]}({lowp.STORE[dtype]}("
-    if value.startswith(rounded) and value.endswith("))") and _balanced(value[len(rounded):-2]):
-        return value[len(rounded):-2]
-    return value
-
-
-def _balanced(text: str) -> bool:
-    """Whether every parenthesis in `text` closes within it (so it is one argument, not the end of another)."""
-    depth = 0
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if depth < 0:
-            return False
-    return depth == 0
-
-
 def canonical(text: str) -> str:
     """A generated function's code with its own names (the function, parameters, locals) numbered in order of
     first use: equal for kernels that differ only in the names of buffers, axes and locals."""
@@ -1090,554 +1065,6 @@ def _names(lines: list[str]) -> set[str]:
 def _writes_param(line: str, params: list[str]) -> bool:
     m = re.match(r"\s*(\w+)\[.*\]\s*[-+*/]?=[^=]", line)
     return bool(m) and m.group(1) in params
-
-
-def unravel(src: Source, flat: str, axes, tmp: str) -> None:
-    """Assign each axis variable its coordinate in the row-major flat index `flat` (temporaries `tmp<i>`)."""
-    rem = flat
-    for i, a in enumerate(axes):
-        if i == len(axes) - 1:
-            src(f"{a.name} = {rem}")
-        else:
-            inner = _prod(axes[i + 1:])
-            src(f"{a.name} = {rem} // {inner}")
-            src(f"{tmp}{i} = {rem} % {inner}")
-            rem = f"{tmp}{i}"
-
-
-
-
-class _Indent:
-    def __init__(self, src: Source, n: int):
-        self.src, self.n = src, n
-
-    def __enter__(self):
-        self.src.depth += self.n
-
-    def __exit__(self, *a):
-        self.src.depth -= self.n
-
-
-def _acc(e: Expr, dtype: str) -> Expr:
-    return e if e.dtype == dtype else Cast(e, dtype)
-
-
-# ---- contractions -------------------------------------------------------------------------------------
-
-def panel_rows(k: Kernel) -> tuple[int, ...]:
-    """The `panel` knob's values for a float contraction whose output columns span two or more axes (a
-    windowed operand such as convolution's, which must be packed): 0 packs the whole operand; r > 0 packs and
-    multiplies r rows of the outermost column axis at a time (a divisor of it), so each panel stays in cache."""
-    roles = contraction.roles(k) if k.kind == "contract" else None
-    if roles is None or len(roles[3]) < 2 or roles[0].dtype not in ("float32", "float64"):
-        return (0,)
-    e = roles[3][0].extent
-    return (0,) + tuple(r for r in range(1, e) if e % r == 0)
-
-
-def _affine(form: dict[str, int]) -> str:
-    """`contraction.affine`'s form as Python: coefficient times variable, plus the constant ('')."""
-    terms = [f"{v} * {k}" if k else str(v) for k, v in form.items() if v]
-    return " + ".join(terms) or "0"
-
-
-def _prod(axes) -> int:
-    return int(np.prod([a.extent for a in axes], dtype=np.int64)) if axes else 1
-
-
-class ContractWriter:
-    """BLAS (float32/float64) or blocked loops (integers) for `[Contract, epilogue...]` kernels."""
-
-    def __init__(self, w: ModuleWriter, k: Kernel, sched: Schedule):
-        self.w, self.k, self.sched = w, k, sched
-        self.c, self.batch, self.m, self.n = contraction.roles(k)
-        self.kaxes = self.c.axes
-
-    def text(self) -> str:
-        plan = contraction.shift_plan(self.k)
-        scalars = Source()
-        scalars.depth = 1
-        self.w.read_scalars(scalars, self.k)         # 0-d inputs are read once, before any (parallel) loop
-        if self.c.dtype in ("float32", "float64") and self.sched.get("impl", "blas") == "blas":
-            window = self.sched.get("window") if plan else None
-            body = self.shifted(plan) if window == "shift" else self.winograd(plan) if window == "winograd" \
-                else self.blas()
-        else:
-            body = self.loops()
-        self.w._scalars = {}
-        if scalars.lines:
-            head, rest = body.split("\n", 1)
-            body = "\n".join([head, *scalars.lines, rest])
-        parallel = "numba.prange" in body and bool(self.sched.get("parallel", True))
-        if not parallel:
-            body = body.replace("numba.prange(", "range(")
-        return self.w.decorator(parallel) + "\n" + body
-
-    def _view(self, e: Expr, rows, cols, batch=None) -> str | None:
-        """A numpy view of a direct operand load as a [rows, cols] matrix (per point of `batch`, default the
-        kernel's batch axes), or None."""
-        batch = self.batch if batch is None else batch
-        view = contraction.operand_view(e, self.w.program.buffers, rows, cols, batch)
-        if view is None:
-            return None
-        buf, transposed = view
-        shape, index = contraction.reshaped(contraction.without_units(e, (*rows, *cols, *batch)).index,
-                                            self.w.program.buffers[buf].shape)
-        names = {a.name for a in batch}
-        lead = max((d + 1 for d, i in enumerate(index) if isinstance(i, Idx) and i.name in names), default=0)
-        # the batch index, and the dimensions of extent 1 among it (a unit batch axis reads at 0), select a matrix
-        if not all(isinstance(i, Idx) and i.name in names or shape[d] == 1 for d, i in enumerate(index[:lead])):
-            return None
-        base = buf if shape == tuple(self.w.program.buffers[buf].shape) else f"{buf}.reshape{shape}"
-        sub = [i.name if isinstance(i, Idx) and i.name in names else "0" for i in index[:lead]]
-        base = f"{base}[{', '.join(sub)}]" if lead else base
-        R, C = _prod(rows), _prod(cols)
-        stored = shape[lead:]
-        if transposed:
-            return f"{base}.T" if stored == (C, R) else f"{base}.reshape({C}, {R}).T"
-        return base if stored == (R, C) else f"{base}.reshape({R}, {C})"
-
-    def _pack(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
-        R = _prod(rows)
-        src(f"for _p in numba.prange({R}):")
-        with src.indent():
-            unravel(src, "_p", rows, "_pr")
-            depth = self.w.loops(src, tuple(cols))
-            with _Indent(src, depth):
-                flat = E.linear(tuple(a.var for a in cols), tuple(a.extent for a in cols))
-                (v,) = self.w.values(src, [_acc(e, dtype)], set(), set())
-                src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
-
-    def _pack_lhs(self, src: Source, e: Expr, dtype: str, transposed: bool) -> None:
-        if transposed:
-            self._pack_cols(src, "_A", e, self.m, self.kaxes, dtype)
-        else:
-            self._pack(src, "_A", e, self.m, self.kaxes, dtype)
-
-    def _pack_rhs(self, src: Source, e: Expr, dtype: str, transposed: bool) -> None:
-        if transposed:
-            self._pack(src, "_B", e, self.n, self.kaxes, dtype)
-        else:
-            self._pack_cols(src, "_B", e, self.n, self.kaxes, dtype)
-
-    def _stored(self, value: str, dtype: str) -> str:
-        """`value` (computed in float32 for a 16-bit float) as a packed operand of `dtype` holds it."""
-        if dtype not in lowp.STORE:
-            return value
-        self.w.helpers.add("lowp")
-        return f"{lowp.STORE[dtype]}({_unrounded(value, dtype)})"
-
-    def _bf16_pairs(self) -> bool:
-        """Both operands bfloat16, summed in float32, on a CPU that multiplies bfloat16 pairs (`bf16gemm`)."""
-        c = self.c
-        return c.dtype == "float32" and c.lhs.dtype == c.rhs.dtype == "bfloat16" and bf16gemm.available()
-
-    def blas(self) -> str:
-        w, k, c = self.w, self.k, self.c
-        dt = c.dtype
-        pairs = self._bf16_pairs()
-        od = "bfloat16" if pairs else dt          # the operands' dtype as the GEMM reads them
-        if not pairs:
-            w.helpers.add("dot")
-        src = Source()
-        src(f"def {k.name}({', '.join(w.params(k))}):")
-        M, N, K = _prod(self.m), _prod(self.n), _prod(self.kaxes)
-        B = _prod(self.batch)
-        lhs_b = bool({a.name for a in self.batch} & E.free_indices(c.lhs))
-        rhs_b = bool({a.name for a in self.batch} & E.free_indices(c.rhs))
-        direct_out = self._direct_out()
-        with src.indent():
-            lview = self._view(_acc(c.lhs, od), self.m, self.kaxes) if c.lhs.dtype == od else None
-            rview = self._view(_acc(c.rhs, od), self.kaxes, self.n) if c.rhs.dtype == od else None
-            split = self._k_split() if B == 1 and not pairs and (lview is None or rview is None) else None
-            if split is not None:
-                self._split_gemms(src, *split, direct_out)
-                return src.text()
-            per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
-            panel = int(self.sched.get("panel", 0)) if rview is None and direct_out is not None and not pairs else 0
-            if panel:
-                rview = "_P"               # no whole packed operand
-            ot = "np.uint16" if pairs else NP_TYPES[dt]
-            # an operand packed along its reads' contiguous axis: A as [K, M], B as [N, K], read as transposes
-            a_t = lview is None and self._runs_along(c.lhs, self.m)
-            b_t = rview is None and not panel and self._runs_along(c.rhs, self.kaxes)
-            alloc = {"_A": (lview is None, lhs_b, f"({K}, {M})" if a_t else f"({M}, {K})", ot),
-                     "_B": (rview is None, rhs_b, f"({N}, {K})" if b_t else f"({K}, {N})", ot),
-                     "_C": (direct_out is None, True, f"({M}, {N})", NP_TYPES[dt])}
-            for name, (needed, varies, shape, t) in alloc.items():
-                if needed and not (per_batch and varies):
-                    src(f"{name} = _xb_new({shape}, {t})")
-            if lview is None and not lhs_b:
-                self._pack_lhs(src, c.lhs, od, a_t)
-            if rview is None and not rhs_b:
-                self._pack_rhs(src, c.rhs, od, b_t)
-            # one GEMM per core (batch_parallel, BLAS limited to one thread by the host) or BLAS threads per GEMM
-            src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
-            with src.indent():
-                for name, (needed, varies, shape, t) in alloc.items():
-                    if needed and per_batch and varies:
-                        src(f"{name} = _xb_new({shape}, {t})" + SCRATCH)
-                unravel(src, "_b", self.batch, "_br")
-                if lview is None and lhs_b:
-                    self._pack_lhs(src, c.lhs, od, a_t)
-                if rview is None and rhs_b:
-                    self._pack_rhs(src, c.rhs, od, b_t)
-                a_ = lview or ("_A.T" if a_t else "_A")
-                b_ = rview or ("_B.T" if b_t else "_B")
-                out = direct_out or "_C"
-                if panel:
-                    self._panels(src, a_, c.rhs, dt, out, panel)
-                elif pairs and blas_serial(self.sched):
-                    w.helpers.add("gemm_bf16_serial")
-                    src(f"_xb_gemm_bf16_serial({a_}, {b_}, {out})")
-                elif pairs:
-                    w.helpers.add("gemm_bf16")
-                    src(f"_xb_gemm_bf16({a_}, {b_}, {out}, {w.threads})")
-                else:
-                    src(f"_xb_dot({a_}, {b_}, {out})")
-                if direct_out is None:
-                    self._epilogue(src, "_C")
-        return src.text()
-
-    def _k_split(self):
-        """(leading contraction axes, left view, right view) when both operands, at each point of some leading
-        contraction axes, are plain matrices over the rest (NCHW data summed over its batch: a 1x1
-        convolution's weight gradient), so that a sum of GEMMs with beta = 1 replaces packing both."""
-        c, dt = self.c, self.c.dtype
-        if c.lhs.dtype != dt or c.rhs.dtype != dt:
-            return None
-        for j in range(1, len(self.kaxes)):
-            lead, rest = self.kaxes[:j], self.kaxes[j:]
-            if _prod(rest) < K_SPLIT_MIN:
-                break
-            lv = self._view(c.lhs, self.m, rest, lead)
-            rv = self._view(c.rhs, rest, self.n, lead) if lv is not None else None
-            if rv is not None:
-                return lead, lv, rv
-        return None
-
-    def _split_gemms(self, src: Source, lead, lview: str, rview: str, direct_out: str | None) -> None:
-        self.w.helpers.add("dot_add")
-        out = direct_out or "_C"
-        if direct_out is None:
-            src(f"_C = _xb_new(({_prod(self.m)}, {_prod(self.n)}), {NP_TYPES[self.c.dtype]})")
-        src(f"for _k in range({_prod(lead)}):")
-        with src.indent():
-            unravel(src, "_k", lead, "_kr")
-            src("if _k == 0:")
-            src(f"    _xb_dot({lview}, {rview}, {out})")
-            src("else:")
-            src(f"    _xb_dot_add({lview}, {rview}, {out})")
-        if direct_out is None:
-            src("for _b in range(1):")
-            with src.indent():
-                self._epilogue(src, "_C")
-
-    def _tap_weights(self, src: Source, plan: contraction.ShiftPlan, dt: str) -> None:
-        """`_W[r·S + s, m, c]`: the weights repacked per window tap (a few thousand elements: serial)."""
-        w, c = self.w, self.c
-        R, S = plan.taps[0].extent, plan.taps[1].extent
-        M, C = _prod(self.m), plan.chan.extent
-        src(f"_W = _xb_new(({R * S}, {M}, {C}), {NP_TYPES[dt]})")
-        src(f"for _p in range({M}):")
-        with src.indent():
-            unravel(src, "_p", self.m, "_pm")
-            depth = w.loops(src, (plan.chan, *plan.taps))
-            with _Indent(src, depth):
-                (v,) = w.values(src, [_acc(c.lhs, dt)], set(), set())
-                src(f"_W[{plan.taps[0].name} * {S} + {plan.taps[1].name}, _p, {plan.chan.name}] = {v}")
-
-    def _pad_copy(self, src: Source, plan: contraction.ShiftPlan, hp: int, wp: int, loop: str) -> None:
-        """Copy the batch point's input planes into the zero-padded `_X[c, y·wp + x]` (its borders stay 0)."""
-        lead = f"{self.batch[0].name}, " if self.batch else ""
-        (oy, ox), (hin, win) = plan.off, plan.size
-        src(f"for _c in {loop}({plan.chan.extent}):")
-        with src.indent():
-            src(f"for _y in range({max(0, -oy)}, {min(hp, hin - oy)}):")
-            with src.indent():
-                src(f"for _x in range({max(0, -ox)}, {min(wp, win - ox)}):")
-                with src.indent():
-                    src(f"_X[_c, _y * {wp} + _x] = {plan.buf}[{lead}_c, _y + {oy}, _x + {ox}]")
-
-    def _batch_loop(self, src: Source, B: int, per_batch: bool, scratch: list[str]) -> None:
-        """Open the loop over batch points; each thread's scratch is allocated in it when the points run in
-        parallel, once before it otherwise."""
-        if not per_batch:
-            for line in scratch:
-                src(line)
-        src(f"for _b in {'numba.prange' if per_batch else 'range'}({B}):")
-        with src.indent():
-            if per_batch:
-                for line in scratch:
-                    src(line + SCRATCH)
-            unravel(src, "_b", self.batch, "_br")
-
-    def shifted(self, plan: contraction.ShiftPlan) -> str:
-        """A convolution as one GEMM per window tap (`contraction.ShiftPlan`): the weights repacked per tap, then
-        per batch point the input planes copied into a zero-padded buffer and multiplied at each tap's offset,
-        accumulating in `_C` [M, Hout·Wp], which the epilogue reads at the output's columns."""
-        w, k, c = self.w, self.k, self.c
-        dt = c.dtype
-        w.helpers.add("tap_gemms")
-        M, B, C = _prod(self.m), _prod(self.batch), plan.chan.extent
-        S = plan.taps[1].extent
-        (hp, wp), (hout, _) = plan.padded, plan.out
-        L, row = hout * wp, plan.row
-        per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
-        src = Source()
-        src(f"def {k.name}({', '.join(w.params(k))}):")
-        with src.indent():
-            self._tap_weights(src, plan, dt)
-            scratch = [f"_X = _xb_new_zeros(({C}, {row}), {NP_TYPES[dt]})", f"_C = _xb_new(({M}, {L}), {NP_TYPES[dt]})"]
-            self._batch_loop(src, B, per_batch, scratch)
-            with src.indent():
-                self._pad_copy(src, plan, hp, wp, "range")
-                src(f"_xb_tap_gemms(_X, _W, _C, {S}, {plan.dil[0] * wp}, {plan.dil[1]})")
-                self._epilogue(src, "_C", E.add(E.mul(self.n[0].var, E.const(wp)), self.n[1].var))
-        return src.text()
-
-    def winograd(self, plan: contraction.ShiftPlan) -> str:
-        """A 3x3 stride-1 convolution by Winograd's F(2x2, 3x3) (`winograd`): the weights transformed once, then
-        per batch point, a block of tile rows at a time, the padded input's 4x4 tiles transformed, 16 GEMMs over
-        channels, and the products transformed back into `_C` [M, 4·tiles] (each 2x2 tile's outputs together),
-        which the epilogue reads at the output's points. Batch points run in parallel (batch_parallel), or
-        else the blocks of one batch point do; either way each thread calls BLAS on one thread."""
-        w, k, c = self.w, self.k, self.c
-        ty = NP_TYPES[c.dtype]
-        w.helpers.add("winograd")
-        M, B, C = _prod(self.m), _prod(self.batch), plan.chan.extent
-        th, tw = -(-plan.out[0] // 2), -(-plan.out[1] // 2)
-        T, hp, wp = th * tw, 2 * th + 2, 2 * tw + 2
-        per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
-        src = Source()
-        src(f"def {k.name}({', '.join(w.params(k))}):")
-        with src.indent():
-            self._tap_weights(src, plan, c.dtype)
-            src(f"_U = _xb_new((16, {M}, {C}), {ty})")
-            src("_xb_wino_weights(_W, _U)")
-            rows = winograd.block_rows(tw)
-            block = [f"_V = _xb_new((16, {C}, {rows * tw}), {ty})", f"_T = _xb_new((16, {M}, {rows * tw}), {ty})"]
-            scratch = [f"_X = _xb_new_zeros(({C}, {hp * wp}), {ty})", f"_C = _xb_new(({M}, {4 * T}), {ty})"]
-            self._batch_loop(src, B, per_batch, scratch + (block if per_batch else []))
-            tiles = (f"_xb_wino_tiles_{c.dtype}(_xb_data(_X), _xb_data(_U), _xb_data(_V), _xb_data(_T), "
-                     f"_xb_data(_C), {C}, {M}, {hp * wp}, {rows}, {tw}, {wp}, ")
-            with src.indent():
-                keep = "_xb_keep((_X, _U, _V, _T, _C))"      # alive until the C function has returned
-                if per_batch:
-                    self._pad_copy(src, plan, hp, wp, "range")
-                    src(tiles + f"0, {th}, {T})")
-                    src(keep)
-                else:                       # one batch point at a time: blocks of tiles in parallel
-                    self._pad_copy(src, plan, hp, wp, "numba.prange")
-                    src(f"for _q in numba.prange({-(-th // rows)}):")
-                    with src.indent():
-                        for line in block:
-                            src(line)
-                        src(tiles + f"_q * {rows}, min({th}, _q * {rows} + {rows}), {T})")
-                        src(keep)
-                y, x = self.n[0].var, self.n[1].var
-                tile = E.add(E.mul(E.floordiv(y, 2), E.const(tw)), E.floordiv(x, 2))
-                self._epilogue(src, "_C", E.add(E.mul(tile, E.const(4)), E.add(E.mul(E.mod(y, 2), E.const(2)),
-                                                                                E.mod(x, 2))))
-        return src.text()
-
-    def _panels(self, src: Source, a_: str, e: Expr, dt: str, out: str, rows: int) -> None:
-        """Pack `rows` rows of the outer column axis at a time into `_P` and multiply into `_Q`, then copy the
-        panel's columns out: the packed operand is read from cache by the GEMM instead of from memory."""
-        K, outer, inner = _prod(self.kaxes), self.n[0], self.n[1:]
-        width = rows * _prod(inner)
-        M = _prod(self.m)
-        src(f"_P = _xb_new(({K}, {width}), {NP_TYPES[dt]})")
-        src(f"_Q = _xb_new(({M}, {width}), {NP_TYPES[dt]})")
-        src(f"for _jc in range(0, {outer.extent}, {rows}):")
-        with src.indent():
-            src(f"for _p in range({K}):")
-            with src.indent():
-                unravel(src, "_p", self.kaxes, "_pk")
-                (e2,) = self.w.hoist(src, [_acc(e, dt)], {a.name for a in self.n})
-                src(f"for _r in range({rows}):")
-                with src.indent():
-                    src(f"{outer.name} = _jc + _r")
-                    depth = self.w.loops(src, tuple(inner))
-                    with _Indent(src, depth):
-                        flat = E.linear(tuple(a.var for a in inner), tuple(a.extent for a in inner))
-                        (v,) = self.w.values(src, [e2], set(), set())
-                        src(f"_P[_p, _r * {_prod(inner)} + {self.w.emitter.expr(flat)}] = {v}")
-            src(f"_xb_dot({a_}, _P, _Q)")
-            src(f"_O = {out}")
-            src(f"for _m in range({M}):")
-            with src.indent():
-                src(f"_O[_m, _jc * {_prod(inner)}:_jc * {_prod(inner)} + {width}] = _Q[_m]")
-
-    def _pack_cols(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
-        """`name[q, p]` = e at (rows p, cols q), the columns outer (parallel) and the rows inner: B[k, n] (k outer,
-        so reads along n stay contiguous when they are), or A transposed where its reads run along its rows (a
-        weight gradient's transposed, fused operand), which the GEMM then reads as `name.T`."""
-        src(f"for _p in numba.prange({_prod(cols)}):")
-        with src.indent():
-            unravel(src, "_p", cols, "_pk")
-            (e2,) = self.w.hoist(src, [_acc(e, dtype)], {a.name for a in rows})
-            depth = self.w.loops(src, tuple(rows))
-            with _Indent(src, depth):
-                flat = E.linear(tuple(a.var for a in rows), tuple(a.extent for a in rows))
-                (v,) = self.w.values(src, [e2], set(), set())
-                src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
-
-    def _runs_along(self, e: Expr, axes) -> bool:
-        """Whether every read of a multi-dimensional buffer in `e` that moves along `axes` has its last (contiguous)
-        index in `axes`, and the batch axes fixed for the GEMM, alone (a read that does not move along them, a
-        softmax row's sum in its gradient, is one value for the whole run)."""
-        names = {a.name for a in axes}
-        fixed = names | {a.name for a in self.batch}
-        reads = [ld for ld in E.loads(e) if len(ld.index) > 1
-                 and names & set().union(*map(E.free_indices, ld.index))]
-        return bool(reads) and all(names & E.free_indices(ld.index[-1]) and E.free_indices(ld.index[-1]) <= fixed
-                                   for ld in reads)
-
-    def _direct_out(self) -> str | None:
-        """When the epilogue is a plain store of the accumulator, BLAS writes straight into the output."""
-        buf = contraction.direct_output(self.k, self.c, self.w.program.buffers)
-        if buf is None:
-            return None
-        if len(self.w.program.buffers[buf].shape) != len(self.k.outer):      # written without its unit axes
-            buf = f"{buf}.reshape({tuple(a.extent for a in self.k.outer)})"
-        base = f"{buf}[{', '.join(a.name for a in self.batch)}]" if self.batch else buf
-        M, N = _prod(self.m), _prod(self.n)
-        return base if len(self.m) == 1 and len(self.n) == 1 else f"{base}.reshape({M}, {N})"
-
-    def _epilogue(self, src: Source, cbuf: str, cols: Expr | None = None) -> None:
-        """The epilogue stages per output point, reading the accumulator at `cbuf[_p, cols]` (default: the N
-        axes flattened)."""
-        M = _prod(self.m)
-        src(f"for _p in numba.prange({M}):")
-        with src.indent():
-            unravel(src, "_p", self.m, "_er")
-            nflat = cols if cols is not None else \
-                E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n))
-            acc = Load(cbuf, (Idx("_p"), nflat), self.c.dtype)
-            stages = [s.replace(lambda e: e.map(
-                lambda x: acc if isinstance(x, Local) and x.name == self.c.local else None)) for s in self.k.stages[1:]]
-            exprs = [x for s in stages for x in s.exprs()]
-            inner = {a.name for a in self.n} | {s.local for s in stages if isinstance(s, Assign)}
-            hoisted = self.w.hoist(src, exprs, inner)
-            depth = self.w.loops(src, tuple(self.n))
-            with _Indent(src, depth):
-                it = iter(hoisted)
-                for s in stages:
-                    n_exprs = len(s.exprs())
-                    es = [next(it) for _ in range(n_exprs)]
-                    vals = self.w.values(src, es, set(), set())
-                    if isinstance(s, Assign):
-                        src(f"{s.local} = {vals[0]}")
-                    else:
-                        src(self.w.assign(s.buf, vals[:-1], vals[-1]))
-
-    def _checked_loops(self, src: Source, checks: list[dict[str, int]]) -> int:
-        """The N loops over a right operand read only inside bounds (`contraction.bounds_checked`: a zero-padded
-        window): each check narrows the range of the innermost N axis it names, or, naming none, guards all the
-        N loops; the read in their body then needs no test, and vectorises."""
-        names = [a.name for a in self.n]
-        narrowing: dict[str, list[dict[str, int]]] = {n: [] for n in names}
-        guards = []
-        for g in checks:
-            named = [n for n in names if g.get(n, 0)]
-            (narrowing[named[-1]] if named else guards).append(g)
-        depth = 0
-        if guards:
-            src(f"if {' and '.join(f'{_affine(g)} >= 0' for g in guards)}:")
-            depth = 1
-        for a in self.n:
-            lo, hi = ["0"], [str(a.extent)]
-            for g in narrowing[a.name]:
-                c, rest = g[a.name], _affine({k: v for k, v in g.items() if k != a.name})
-                if c > 0:
-                    lo.append(f"-(({rest}) // {c})")       # c·n + rest >= 0: n >= ceil(-rest / c)
-                else:
-                    hi.append(f"({rest}) // {-c} + 1")     # n <= floor(rest / -c)
-            bounds = f"{lo[0]}, {hi[0]}" if len(lo) == len(hi) == 1 else \
-                f"max({', '.join(lo)}), min({', '.join(hi)})"
-            with _Indent(src, depth):
-                src(f"for {a.name} in range({bounds}):")
-            depth += 1
-        return depth
-
-    def plane(self, operand: Expr, window: tuple[Expr, Expr], plan: contraction.ShiftPlan) -> str:
-        """A depthwise convolution (`contraction.plane_plan`): per batch and M point, its operand's plane (the
-        input, or an elementwise function of it) evaluated once per element into a zero-padded `_X` (with a
-        stride, one padded plane per phase: the rows and columns congruent modulo it), then each tap's contiguous run of its phase, times the tap's weight, added into `_acc` [Hout·Wp],
-        which the epilogue reads at the output's columns (the Wp - Wout past each row are computed and dropped):
-        long unit-stride loops, where a plane's own rows (24 wide) are too short for the vector loop."""
-        w, k, c = self.w, self.k, self.c
-        (hp, wp), (oy, ox), (hin, win), (sy, sx) = plan.padded, plan.off, plan.size, plan.stride
-        L, P, ty = plan.out[0] * wp, plan.row, NP_TYPES[c.dtype]
-        (r, dr), (s, ds) = zip(plan.taps, plan.dil)
-        pts = self.batch + self.m
-        src = Source()
-        src(f"def {k.name}({', '.join(w.params(k))}):")
-        with src.indent():
-            bound = w.open_outer(src, tuple(pts), len(pts), True)
-            with src.indent():
-                src(f"_X = _xb_new_zeros(({sy * sx * P},), {ty})")
-                src(f"_acc = _xb_new_zeros(({L},), {ty})")
-                src(f"for _y in range({max(0, -oy)}, {min(sy * hp, hin - oy)}):")
-                with src.indent():
-                    src(f"for _x in range({max(0, -ox)}, {min(sx * wp, win - ox)}):")
-                    with src.indent():
-                        at = (E.add(Idx("_y"), E.const(oy)), E.add(Idx("_x"), E.const(ox)))
-                        point = operand.map(lambda x: Load(x.buf, (*x.index[:-2], *at), x.dtype)
-                                            if isinstance(x, Load) and tuple(x.index[-2:]) == window else None)
-                        (v,) = w.values(src, [_acc(point, c.dtype)], bound, set())
-                        phase = "" if (sy, sx) == (1, 1) else f"((_y % {sy}) * {sx} + _x % {sx}) * {P} + "
-                        y, x = ("_y", "_x") if (sy, sx) == (1, 1) else (f"(_y // {sy})", f"(_x // {sx})")
-                        src(f"_X[{phase}{y} * {wp} + {x}] = {v}")
-                with _Indent(src, w.loops(src, tuple(self.kaxes))):
-                    (a,) = w.values(src, [_acc(c.lhs, c.dtype)], bound, set())
-                    src(f"_a = {a}")
-                    if (sy, sx) == (1, 1):
-                        src(f"_o = {r.name} * {dr * wp} + {s.name} * {ds}")
-                    else:
-                        src(f"_o = ((({r.name} * {dr}) % {sy}) * {sx} + ({s.name} * {ds}) % {sx}) * {P} + "
-                            f"(({r.name} * {dr}) // {sy}) * {wp} + ({s.name} * {ds}) // {sx}")
-                    src(f"for _j in range({L}):")
-                    src("    _acc[_j] += _a * _X[_j + _o]")
-                with _Indent(src, w.loops(src, tuple(self.n))):
-                    src(f"{c.local} = _acc[{self.n[0].name} * {wp} + {self.n[1].name}]")
-                    for st in k.stages[1:]:
-                        w.stage(src, st, bound)
-        return src.text()
-
-    def loops(self) -> str:
-        """Blocked i-k-j loops: one accumulator row per (batch, m) point, k outer, n inner."""
-        w, k, c = self.w, self.k, self.c
-        plane = contraction.plane_plan(k)
-        if plane is not None:
-            return self.plane(*plane)
-        src = Source()
-        src(f"def {k.name}({', '.join(w.params(k))}):")
-        N = _prod(self.n)
-        pts = self.batch + self.m
-        with src.indent():
-            bound = w.open_outer(src, tuple(pts), len(pts), True)
-            with src.indent():
-                src(f"_acc = _xb_new_zeros(({N},), {NP_TYPES[c.dtype]})")
-                checked = contraction.bounds_checked(c.rhs)
-                lhs, rhs = _acc(c.lhs, c.dtype), _acc(checked[0] if checked else c.rhs, c.dtype)
-                depth = w.loops(src, tuple(self.kaxes))
-                with _Indent(src, depth):
-                    (a,) = w.values(src, [lhs], bound, set())
-                    src(f"_a = {a}")
-                    d2 = self._checked_loops(src, checked[1]) if checked else w.loops(src, tuple(self.n))
-                    with _Indent(src, d2):
-                        nflat = E.linear(tuple(x.var for x in self.n), tuple(x.extent for x in self.n))
-                        (b,) = w.values(src, [rhs], bound, set())
-                        src(f"_acc[{w.emitter.expr(nflat)}] += _a * {b}")
-                d3 = w.loops(src, tuple(self.n))
-                with _Indent(src, d3):
-                    nflat = E.linear(tuple(x.var for x in self.n), tuple(x.extent for x in self.n))
-                    src(f"{c.local} = _acc[{w.emitter.expr(nflat)}]")
-                    for s in k.stages[1:]:
-                        w.stage(src, s, bound)
-        return src.text()
 
 
 ERFINV = '''
