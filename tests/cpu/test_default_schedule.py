@@ -192,3 +192,22 @@ def test_small_gemms_run_on_one_thread_on_openblas_and_on_blas_threads_on_mkl(mo
         monkeypatch.setattr(blas, "PROVIDER", provider)
         assert backend.default_schedule(small)["blas_threads"] == want, provider
         assert backend.default_schedule(large)["blas_threads"] == 0, provider
+
+
+@xb.tensor_op
+def rows_times_matrices(p: xb.Tensor["B", "H", "L", "S"], v: xb.Tensor["B", "H", "S", "E"]):
+    return p @ v
+
+
+def test_a_batch_of_row_vectors_times_small_matrices_runs_as_loops():
+    # a decoded token's attention over its cache, per batch and head: 1 x 160 by 160 x 64 is loops (one
+    # accumulator row vectorised along the 64 columns); a wider matrix, or a block of rows, stays on BLAS
+    rng = np.random.default_rng(0)
+    be = get_backend("cpu")
+    for (L, S, E), impl in (((1, 160, 64), "loops"), ((1, 1024, 64), "blas"), ((4, 160, 64), "blas")):
+        p, v = rng.standard_normal((8, 4, L, S)).astype(np.float32), rng.standard_normal((8, 4, S, E)).astype(np.float32)
+        (k,) = [k for k in rows_times_matrices.lower(p, v).kernels if k.kind == "contract"]
+        assert be.default_schedule(k)["impl"] == impl, (L, S, E)
+        if impl == "loops":
+            got = rows_times_matrices.compile("cpu", p, v).run(p, v)[0]
+            np.testing.assert_allclose(got, p.astype(np.float64) @ v, rtol=1e-5, atol=1e-4)

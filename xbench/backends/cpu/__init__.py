@@ -60,6 +60,10 @@ BLAS_PARALLEL_POINTS = 1 << 17
 # A batch of matrix-vector products this short (a depthwise convolution: 1 x 9 by 9 x H·W per channel) runs as
 # loops: a BLAS call costs 1-2 us before any work, the loops ~0.1 us for such a product, vectorised along it.
 GEMV_LOOPS_K = 64
+# So does a batch of row vectors times matrices of at most this many elements, 8 columns or more (a decoded
+# token's attention over its cache, per head: 1 x 160 by 160 x 64): one accumulator row, vectorised along the
+# columns, where BLAS costs its call per head again (GPT-2's decode attention 204 -> 140 us a layer, 32 heads).
+GEMV_LOOPS_WORK = 1 << 15
 _modules: dict[str, object] = {}
 _lock = threading.Lock()
 
@@ -255,7 +259,9 @@ class CpuBackend:
         roles = contraction.roles(kernel) if kernel.kind == "contract" else None
         if roles is not None:
             acc = kernel.stages[0].dtype
-            gemv = min(_extent(roles[2]), _extent(roles[3])) == 1 and _extent(roles[0].axes) <= GEMV_LOOPS_K \
+            m, n, k = _extent(roles[2]), _extent(roles[3]), _extent(roles[0].axes)
+            short = k <= GEMV_LOOPS_K or m == 1 and n >= 8 and k * n <= GEMV_LOOPS_WORK
+            gemv = min(m, n) == 1 and short \
                 and (contraction.plane_plan(kernel) is not None or _unit_stride(roles[0].rhs, roles[3][-1]))
             s["impl"] = "blas" if acc in ("float32", "float64") and not gemv else "loops"
             if s["impl"] == "blas":
