@@ -194,8 +194,11 @@ def test_small_gemms_run_on_one_thread_on_openblas_and_on_blas_threads_on_mkl(mo
         assert backend.default_schedule(large)["blas_threads"] == 0, provider
 
 
+B, H, L, S, C = xb.dims("B H L S C")
+
+
 @xb.tensor_op
-def rows_times_matrices(p: xb.Tensor["B", "H", "L", "S"], v: xb.Tensor["B", "H", "S", "E"]):
+def rows_times_matrices(p: Tensor[B, H, L, S], v: Tensor[B, H, S, C]):
     return p @ v
 
 
@@ -204,10 +207,11 @@ def test_a_batch_of_row_vectors_times_small_matrices_runs_as_loops():
     # accumulator row vectorised along the 64 columns); a wider matrix, or a block of rows, stays on BLAS
     rng = np.random.default_rng(0)
     be = get_backend("cpu")
-    for (L, S, E), impl in (((1, 160, 64), "loops"), ((1, 1024, 64), "blas"), ((4, 160, 64), "blas")):
-        p, v = rng.standard_normal((8, 4, L, S)).astype(np.float32), rng.standard_normal((8, 4, S, E)).astype(np.float32)
+    for (rows, keys, cols), impl in (((1, 160, 64), "loops"), ((1, 1024, 64), "blas"), ((4, 160, 64), "blas")):
+        p = rng.standard_normal((8, 4, rows, keys)).astype(np.float32)
+        v = rng.standard_normal((8, 4, keys, cols)).astype(np.float32)
         (k,) = [k for k in rows_times_matrices.lower(p, v).kernels if k.kind == "contract"]
-        assert be.default_schedule(k)["impl"] == impl, (L, S, E)
+        assert be.default_schedule(k)["impl"] == impl, (rows, keys, cols)
         if impl == "loops":
             got = rows_times_matrices.compile("cpu", p, v).run(p, v)[0]
             np.testing.assert_allclose(got, p.astype(np.float64) @ v, rtol=1e-5, atol=1e-4)
