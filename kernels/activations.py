@@ -220,14 +220,19 @@ def hardsigmoid_backward(grad_output: Tensor, self: Tensor):
     return xb.where(inside, _wide(grad_output) * (1.0 / 6.0), 0.0).astype(grad_output.dtype)
 
 
+_NO_NAN = tuple(v for v in SPECIAL_VALUES if v == v)
+
+
 @register("activation", samples=unary(-5.0, 5.0, avoid=(-3.0, 3.0)), torch=F + "hardswish", grad=True)
 def hardswish(input: Tensor):
     """input * hardsigmoid(input)."""
     return input * xb.minimum(xb.maximum(input + 3.0, 0.0), 6.0) * (1.0 / 6.0)
 
 
-@register("activation", samples=pointwise_backward(-5.0, 5.0, avoid=(-3.0, 3.0)),
-          torch="torch.ops.aten.hardswish_backward")
+@register("activation", samples=pointwise_backward(-5.0, 5.0, avoid=(-3.0, 3.0), values=_NO_NAN),
+          torch="torch.ops.aten.hardswish_backward",
+          notes="grad_output where self is NaN (PyTorch's float64 kernel gives NaN there on AVX2 CPUs and "
+                "grad_output on AVX-512 ones)")
 def hardswish_backward(grad_output: Tensor, self: Tensor):
     """0 below -3, grad_output * (self / 3 + 1/2) up to 3, grad_output above (PyTorch's branches)."""
     g, x = _wide(grad_output), _wide(self)
@@ -242,8 +247,6 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0):
     """clamp(input, min_val, max_val)."""
     return xb.minimum(xb.maximum(input, min_val), max_val)
 
-
-_NO_NAN = tuple(v for v in SPECIAL_VALUES if v == v)
 
 
 @register("activation", samples=pointwise_backward(-3.0, 3.0, avoid=(-1.0, 1.0, -0.5, 2.0),
