@@ -16,8 +16,8 @@ import torch.nn.functional as F
 import xbench as xb
 import xbench.torch as xt
 from xbench.errors import ArgumentError, VerificationError
-from xbench.torch import aten
-from xbench.torch.interop import from_numpy, to_numpy
+from xbench.torch import aten, interop
+from xbench.torch.interop import from_numpy, shared_array, to_numpy
 
 
 def close(a, b, rtol=2e-5, atol=2e-5):
@@ -287,3 +287,26 @@ def test_tensors_cross_without_copies():
     zero_d = np.array(2.5)
     zero_d.flags.writeable = False
     assert from_numpy(zero_d).shape == () and float(from_numpy(zero_d)) == 2.5
+
+
+def test_a_tensor_passed_again_gets_its_array_again_until_its_memory_changes():
+    w = torch.nn.Parameter(torch.randn(6, 6))
+    a = shared_array(w)
+    assert shared_array(w) is a and a.ctypes.data == w.data_ptr()
+    with torch.no_grad():
+        w.mul_(2)                                  # new values in the same memory: the same array sees them
+    assert shared_array(w) is a and np.array_equal(a, w.detach().numpy())
+    with torch.no_grad():
+        w.t_()                                     # same memory and shape, transposed: copied, as to_numpy does
+    b = shared_array(w)
+    assert b is not a and np.array_equal(b, w.detach().numpy())
+    w.data = torch.randn(6, 6)                     # new memory
+    c = shared_array(w)
+    assert c.ctypes.data == w.data_ptr() and np.array_equal(c, w.detach().numpy())
+    cache = torch.zeros(4, 8)                      # a plain tensor (a KV cache)
+    assert shared_array(cache).dtype == np.float32
+    cache.data = cache.data.view(torch.int32)      # same memory, another dtype
+    assert shared_array(cache).dtype == np.int32
+    keys = id(w), id(cache)
+    del w, cache                                   # nothing kept for tensors that are gone
+    assert not set(keys) & set(interop._shared)

@@ -26,7 +26,7 @@ from ..lang.operator import Operator
 from ..lang.tensor import Tensor
 from ..runtime import runtime
 from . import aten
-from .interop import from_numpy, to_numpy, xb_dtype
+from .interop import from_numpy, shared_array, xb_dtype
 
 SEED_BOUND = 2 ** 62
 
@@ -205,13 +205,13 @@ class GraphOp:
         call, arrays = [], []
         for a in args:
             if isinstance(a, torch.Tensor):
-                arr = to_numpy(a)
+                arr = shared_array(a)
                 call.append(arr)
                 arrays.append(arr)
             else:
                 call.append(concrete(a))
         for n in self.attrs:
-            arr = to_numpy(attribute(self.gm, n))
+            arr = shared_array(attribute(self.gm, n))
             call.append(arr)
             arrays.append(arr)
         if self.random:
@@ -220,11 +220,14 @@ class GraphOp:
             arrays.append(seed)
         return call, arrays
 
-    def key(self, args) -> tuple:
-        return tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else concrete(a) for a in args)
+    @staticmethod
+    def key(args, call) -> tuple:
+        """The specialisation the graph's inputs `args` call for: each tensor's shape and dtype (read from its
+        array in `call`, cheaper than from the tensor), each other input's value."""
+        return tuple((a.shape, a.dtype) if isinstance(a, np.ndarray) else a for a in call[:len(args)])
 
     def compiled(self, args, call) -> Compiled:
-        key = self.key(args)
+        key = self.key(args, call)
         c = self._cache.get(key)
         if c is None:
             c = self._compile(call, key)
