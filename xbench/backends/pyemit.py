@@ -48,6 +48,19 @@ class Source:
         return "\n".join(self.lines)
 
 
+class Indent:
+    """`with Indent(src, n):` writes the block `n` levels deeper."""
+
+    def __init__(self, src: Source, n: int):
+        self.src, self.n = src, n
+
+    def __enter__(self):
+        self.src.depth += self.n
+
+    def __exit__(self, *a):
+        self.src.depth -= self.n
+
+
 def subscript(buf: str, index: list[str]) -> str:
     """`buf[i, j]`, or `buf[()]` for a 0-d array."""
     return f"{buf}[{', '.join(index) if index else '()'}]"

@@ -4,8 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.expr import Cast, Expr
-from ..pyemit import Source
+from ..pyemit import Indent, Source
 from . import lowp
+
+__all__ = ["SCRATCH", "Indent", "blas_serial", "cast", "prod", "unravel", "unrounded"]
 
 SCRATCH = "  # per thread"          # marks a parallel loop body's scratch allocation: hoisted out of a task's loops
 
@@ -25,19 +27,6 @@ def unravel(src: Source, flat: str, axes, tmp: str) -> None:
             src(f"{a.name} = {rem} // {inner}")
             src(f"{tmp}{i} = {rem} % {inner}")
             rem = f"{tmp}{i}"
-
-
-class Indent:
-    """`with Indent(src, n):` writes the block `n` levels deeper."""
-
-    def __init__(self, src: Source, n: int):
-        self.src, self.n = src, n
-
-    def __enter__(self):
-        self.src.depth += self.n
-
-    def __exit__(self, *a):
-        self.src.depth -= self.n
 
 
 def cast(e: Expr, dtype: str) -> Expr:

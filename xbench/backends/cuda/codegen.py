@@ -39,7 +39,7 @@ from ...ir import expr as E
 from ...ir.expr import INDEX, Call, Cast, Const, Expr, Idx, Load, Local, Select
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ...ir.schedule import Schedule
-from ..pyemit import Emitter, Source, common, invariants, replace_top_down, subscript
+from ..pyemit import Emitter, Indent, Source, common, invariants, replace_top_down, subscript
 
 CODEGEN_VERSION = "1"
 NP = {"float16": "np.float16", "float32": "np.float32", "float64": "np.float64", "int8": "np.int8",
@@ -689,17 +689,6 @@ class ModuleWriter:
 
 # ---- shared machinery of the kernel writers --------------------------------------------------------------
 
-class _Indent:
-    def __init__(self, src: Source, n: int):
-        self.src, self.n = src, n
-
-    def __enter__(self):
-        self.src.depth += self.n
-
-    def __exit__(self, *a):
-        self.src.depth -= self.n
-
-
 class BodyWriter(ABC):
     """Emits the stages of a kernel at one outer point; T threads (`_lane` 0..T-1) share the point."""
 
@@ -841,9 +830,9 @@ class BodyWriter(ABC):
         """The loop over a stage's axes at one point, strided over the T threads of the point."""
         if self.T == 1 and not need_flat:
             for j, a in enumerate(axes):
-                with _Indent(self.src, j):
+                with Indent(self.src, j):
                     self.src(f"for {a.name} in range({a.extent}):")
-            with _Indent(self.src, len(axes)):
+            with Indent(self.src, len(axes)):
                 yield
             return
         with self.strided(flat, "_lane" if self.T > 1 else "0", _extents(axes), self.T):
@@ -924,7 +913,7 @@ class BodyWriter(ABC):
         if cond:
             self.src(f"if {' and '.join(cond)}:")
             depth = 1
-        with _Indent(self.src, depth):
+        with Indent(self.src, depth):
             exprs = self.hoist([*s.index, s.value], {a.name for a in s.axes})
             with self.loop(s.axes):
                 vals = self.values(exprs)
@@ -942,7 +931,7 @@ class BodyWriter(ABC):
         if cond:
             self.src(f"if {cond}:")
             depth = 1
-        with _Indent(self.src, depth):
+        with Indent(self.src, depth):
             value = _acc(s.value, cdt(dt))
             with self.loop(s.axes):
                 vals = self.values([*s.index, value])
@@ -1203,7 +1192,7 @@ class BodyWriter(ABC):
         if cond:
             src(f"if {cond}:")
             depth = 1
-        with _Indent(src, depth), self.strided("_q", lane, n, T):
+        with Indent(src, depth), self.strided("_q", lane, n, T):
             src(f"{a} = _q")
             idx = self.values(list(s.index))
             if s.values_buf:
