@@ -112,3 +112,38 @@ def test_a_heads_transposed_operand_is_packed_along_its_contiguous_reads():
     assert "_B = _xb_new((24, 8)" in art.source and ", _B.T, " in art.source
     kh = (k.astype(np.float64) + bias).reshape(24, 4, 8).transpose(1, 2, 0)
     np.testing.assert_allclose(art.run(q, k, bias)[0], q.astype(np.float64) @ kh, rtol=1e-5, atol=1e-4)
+
+
+def test_factors_that_do_not_move_along_the_summed_axis_apply_to_the_product():
+    # (p / row_sum) @ v, and (q * 0.125) @ k^T: the factors are one value per output row (or for all of it), so
+    # BLAS reads p and q in place and the division or scale is applied to the product's rows
+    @xb.tensor_op
+    def normalised(p: xb.Tensor["H", "L", "S"], total: xb.Tensor["H", "L"], v: xb.Tensor["H", "S", "D"],
+                   q: xb.Tensor["H", "L", "D"]):
+        probs = p / total.reshape(p.shape[0], p.shape[1], 1)
+        return probs @ v, (q * 0.125) @ v.transpose(0, 2, 1)
+
+    rng = np.random.default_rng(5)
+    p = rng.random((4, 16, 24)).astype(np.float32)
+    total = (p.sum(-1) + 1).astype(np.float32)
+    v, q = rng.standard_normal((4, 24, 8)).astype(np.float32), rng.standard_normal((4, 16, 8)).astype(np.float32)
+    art = normalised.compile("cpu", p, total, v, q)
+    assert "_xb_dot(p[" in art.source and "_xb_dot(q[" in art.source and "_A = " not in art.source
+    p64, v64 = p.astype(np.float64), v.astype(np.float64)
+    got = art.run(p, total, v, q)
+    np.testing.assert_allclose(got[0], (p64 / total[..., None]) @ v64, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], (q.astype(np.float64) * 0.125) @ v64.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_factor_along_the_summed_axis_stays_in_the_operand():
+    # p / w[s] varies along the summed axis: it cannot leave the sum, and the operand is packed as before
+    @xb.tensor_op
+    def weighted(p: xb.Tensor["L", "S"], w: xb.Tensor["S"], v: xb.Tensor["S", "D"]):
+        return (p / w) @ v
+
+    rng = np.random.default_rng(6)
+    p, v = rng.standard_normal((16, 24)).astype(np.float32), rng.standard_normal((24, 8)).astype(np.float32)
+    w = (rng.random(24) + 0.5).astype(np.float32)
+    art = weighted.compile("cpu", p, w, v)
+    assert "_A = " in art.source
+    np.testing.assert_allclose(art.run(p, w, v)[0], (p.astype(np.float64) / w) @ v, rtol=1e-5, atol=1e-5)

@@ -215,3 +215,26 @@ def test_a_batch_of_row_vectors_times_small_matrices_runs_as_loops():
         if impl == "loops":
             got = rows_times_matrices.compile("cpu", p, v).run(p, v)[0]
             np.testing.assert_allclose(got, p.astype(np.float64) @ v, rtol=1e-5, atol=1e-4)
+
+
+def test_a_batch_of_gemms_one_per_core_runs_its_batch_loop_in_parallel():
+    # four heads' [128 x 128] @ [128 x 64] with a packed operand: fewer points and less packing than
+    # BLAS_PARALLEL_POINTS, but with the batch split over the cores the loop runs the GEMMs themselves
+    be = get_backend("cpu")
+    p = np.zeros((4, 128, 128), np.float32)
+    w, v = np.ones(128, np.float32), np.zeros((4, 128, 64), np.float32)
+    (k,) = [k for k in packed_heads.lower(p, w, v).kernels if k.kind == "contract"]
+    assert k.points() < cpu.BLAS_PARALLEL_POINTS and cpu.parallel_pays(k)
+    s = be.default_schedule(k)
+    assert s["batch_parallel"] == (2 * cpu.threads() <= 4)
+    assert s["parallel"] == s["batch_parallel"]
+    if cpu.threads() == 2:
+        assert s["parallel"] is True
+
+
+H, L, S = xb.dims("H L S")
+
+
+@xb.tensor_op
+def packed_heads(p: Tensor[H, L, S], w: Tensor[S], v: Tensor[H, S, D]):
+    return (p / w) @ v

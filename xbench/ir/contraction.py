@@ -3,7 +3,7 @@ the models (traces, predictor) that price them, so the plan is decided in one pl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import expr as E
 from .expr import Call, Const, Expr, Idx, Load, Local, Select, free_indices
@@ -125,6 +125,43 @@ def direct_output(kernel: Kernel, c: Contract, buffers: Mapping[str, Buffer]) ->
         return None
     return s.buf
 
+
+
+def outer_factors(kernel: Kernel) -> Kernel | None:
+    """The kernel with the factors of its operands that do not move along the contracted axes applied to the
+    accumulator instead, sum_k (x / y) * z = (sum_k x * z) / y (attention's probabilities divided by their
+    row's sum, a query scaled before its product with the keys), so that x may be read in place; None when no
+    operand has such a factor."""
+    r = roles(kernel)
+    if r is None:
+        return None
+    c = r[0]
+    summed = {a.name for a in c.axes}
+    factors: list[tuple[str, Expr]] = []
+
+    def outer(e: Expr) -> bool:
+        return e.dtype == c.dtype and not free_indices(e) & summed
+
+    def rest(e: Expr) -> Expr:
+        if isinstance(e, Call) and e.fn in ("mul", "div") and e.dtype == c.dtype:
+            a, b = e.args
+            if outer(b):
+                factors.append((e.fn, b))
+                return rest(a)
+            if e.fn == "mul" and outer(a):
+                factors.append(("mul", a))
+                return rest(b)
+        return e
+
+    lhs, rhs = rest(c.lhs), rest(c.rhs)
+    if not factors:
+        return None
+    acc = Local(c.local, c.dtype)
+    scaled: Expr = acc
+    for fn, f in factors:
+        scaled = Call(fn, (scaled, f), c.dtype)
+    epilogue = [s.replace(lambda e: e.map(lambda x: scaled if x == acc else None)) for s in kernel.stages[1:]]
+    return replace(kernel, stages=[Contract(c.local, c.axes, lhs, rhs, c.dtype, c.roles), *epilogue])
 
 # ---- windowed contractions as shifted GEMMs ------------------------------------------------------------------
 

@@ -264,11 +264,15 @@ class CpuBackend:
             gemv = min(m, n) == 1 and short \
                 and (contraction.plane_plan(kernel) is not None or _unit_stride(roles[0].rhs, roles[3][-1]))
             s["impl"] = "blas" if acc in ("float32", "float64") and not gemv else "loops"
-            if s["impl"] == "blas":
-                # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output
-                s["parallel"] = s["parallel"] and max(kernel.points(), _packed(roles)) >= BLAS_PARALLEL_POINTS
-                s["blas_threads"] = 1 if kernel_work(kernel) < BLAS_THREAD_WORK and _small_gemms_serial() else 0
             batches = _extent(roles[1])
+            # enough independent GEMMs to give every core whole ones: cheaper than BLAS's own threading
+            per_batch = batches > 1 and batches >= 2 * threads()
+            if s["impl"] == "blas":
+                # BLAS threads the GEMM itself; the kernel's own loops only pack operands and write the output,
+                # unless its batch loop runs the GEMMs on the cores
+                s["parallel"] = s["parallel"] and (per_batch or max(kernel.points(), _packed(roles))
+                                                   >= BLAS_PARALLEL_POINTS)
+                s["blas_threads"] = 1 if kernel_work(kernel) < BLAS_THREAD_WORK and _small_gemms_serial() else 0
             if len(panel_rows(kernel)) > 1:
                 s["panel"] = 0
             plan = contraction.shift_plan(kernel) if s["impl"] == "blas" else None
@@ -276,8 +280,7 @@ class CpuBackend:
                 s["window"] = "winograd" if plan.winograd else "shift" if any(t.extent > 1 for t in plan.taps) \
                     else "pack"
             if batches > 1:
-                # enough independent GEMMs to give every core whole ones: cheaper than BLAS's own threading
-                s["batch_parallel"] = batches >= 2 * threads()
+                s["batch_parallel"] = per_batch
         return Schedule(s)
 
     def _write(self, program: Program, schedules: dict[str, Schedule]) -> tuple[str, str, Path, bool]:
