@@ -227,19 +227,19 @@ def test_a_fused_operand_read_along_its_rows_is_packed_transposed(dtype):
 
 
 @xb.tensor_op
-def scaled_linear(x: xb.Tensor["M", "K"], w: xb.Tensor["N", "K"]):
-    return xb.einsum("mk,nk->mn", x, w * 2)
+def offset_linear(x: xb.Tensor["M", "K"], w: xb.Tensor["N", "K"]):
+    return xb.einsum("mk,nk->mn", x, w + 2)      # (a scale, w * 2, would apply to the product instead)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
 def test_a_fused_right_operand_read_along_k_is_packed_transposed(dtype):
-    """A linear layer's weight [N, K] cast or scaled on the way in (autocast's bf16 copy of a float32 weight) reads
+    """A linear layer's weight [N, K] cast or offset on the way in (autocast's bf16 copy of a float32 weight) reads
     along K: packed as [N, K], K inner, and multiplied as its transpose (column-wise it read each element a
     cache line apart)."""
     x, w = rng.standard_normal((70, 96)).astype(dtype), rng.standard_normal((40, 96)).astype(dtype)
-    source = scaled_linear.compile("cpu", x, w).source
+    source = offset_linear.compile("cpu", x, w).source
     assert "_B = _xb_new((40, 96)" in source and "_B.T, " in source
-    for r in xb.verify(scaled_linear, x, w, backend="cpu"):
+    for r in xb.verify(offset_linear, x, w, backend="cpu"):
         assert r.ok, r.message
 
 
