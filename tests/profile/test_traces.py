@@ -301,3 +301,22 @@ def test_a_shifted_gemm_convolution_is_traced_as_the_backend_runs_it(cpu) -> Non
     assert "shifted GEMMs" in " ".join(tr.notes)
     packed = T.cpu_trace(p, k, cpu, schedule={"window": "pack"})
     assert "weights" not in [ph.kernel.split(".")[-1] for ph in packed.phases]
+
+
+H, L, S, D = xb.dims("H L S D")
+
+
+@xb.tensor_op
+def normalised(p: xb.Tensor[H, L, S], total: xb.Tensor[H, L], v: xb.Tensor[H, S, D]):
+    return (p / total.reshape(p.shape[0], p.shape[1], 1)) @ v
+
+
+def test_a_factor_along_the_output_is_traced_after_the_gemm_as_the_backend_runs_it(cpu) -> None:
+    """(p / row_sum) @ v: the backend reads p in place and divides the product's rows, so the trace has no
+    packing pass, the GEMM, and an epilogue per batch point."""
+    p, total, v = np.zeros((2, 16, 24), np.float32), np.ones((2, 16), np.float32), np.zeros((2, 24, 8), np.float32)
+    prog = normalised.lower(p, total, v)
+    (k,) = [k for k in prog.kernels if k.kind == "contract"]
+    tr = T.cpu_trace(prog, k, cpu)
+    assert [ph.kernel.split(".")[-1] for ph in tr.phases] == ["gemm", "epilogue"] * 2
+    assert T.blas_regions(prog, k) == 2

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import itemsize
-from ..ir.contraction import ShiftPlan, direct_output, operand_view, shift_plan
+from ..ir.contraction import ShiftPlan, direct_output, operand_view, read_in_place, shift_plan
 from ..ir.contraction import roles as contract_roles
 from ..ir.expr import Call, Cast, Const, Expr, Idx, Load, Local, Select
 from ..ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
@@ -783,6 +783,7 @@ class BlasGemmTrace(KernelTrace):
 def blas_trace(program: Program, kernel: Kernel, lay: Layout, *, cores: int, vec: int,
                data: Mapping[str, np.ndarray] | None = None) -> KernelTrace:
     """The cpu backend's BLAS path for a contraction kernel: packing passes, blocked GEMM, epilogue."""
+    kernel = read_in_place(kernel, program.buffers)
     c, batch, m, n = contract_roles(kernel)
     dt = c.dtype
     it = itemsize(dt)
@@ -853,6 +854,7 @@ def blas_regions(program: Program, kernel: Kernel) -> int:
     """Parallel regions the cpu backend's BLAS path runs for a contraction kernel: one per packing pass of an
     operand that is not a plain view (per batch point when it depends on the batch) and one per batch point for
     an epilogue that BLAS cannot write in place (np.dot itself runs in the BLAS library's own threads)."""
+    kernel = read_in_place(kernel, program.buffers)
     c, batch, m, n = contract_roles(kernel)
     B = _extent(batch)
     out = 0

@@ -163,6 +163,20 @@ def outer_factors(kernel: Kernel) -> Kernel | None:
     epilogue = [s.replace(lambda e: e.map(lambda x: scaled if x == acc else None)) for s in kernel.stages[1:]]
     return replace(kernel, stages=[Contract(c.local, c.axes, lhs, rhs, c.dtype, c.roles), *epilogue])
 
+
+def read_in_place(kernel: Kernel, buffers: Mapping[str, Buffer]) -> Kernel:
+    """`outer_factors`'s kernel where that lets more of the operands be multiplied where they lie
+    (`operand_view`), else the kernel as it is."""
+    factored = outer_factors(kernel)
+    if factored is None:
+        return kernel
+
+    def views(k: Kernel) -> int:
+        c, batch, m, n = roles(k)
+        return sum(e.dtype == c.dtype and operand_view(e, buffers, rows, cols, batch) is not None
+                   for e, rows, cols in ((c.lhs, m, c.axes), (c.rhs, c.axes, n)))
+    return factored if views(factored) > views(kernel) else kernel
+
 # ---- windowed contractions as shifted GEMMs ------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -49,24 +49,6 @@ class ContractWriter:
         self.c, self.batch, self.m, self.n = contraction.roles(k)
         self.kaxes = self.c.axes
 
-    def _views(self, od: str) -> tuple[str | None, str | None]:
-        """Numpy views of the operands as the GEMM's matrices (None: packed). Factors that do not move along the
-        contracted axes are applied to the output instead where that lets an operand be read in place."""
-        def views():
-            c = self.c
-            return (self._view(cast(c.lhs, od), self.m, self.kaxes) if c.lhs.dtype == od else None,
-                    self._view(cast(c.rhs, od), self.kaxes, self.n) if c.rhs.dtype == od else None)
-        before, k = views(), self.k
-        factored = contraction.outer_factors(k)
-        if factored is None or None not in before:
-            return before
-        self._kernel(factored)
-        after = views()
-        if sum(v is not None for v in after) > sum(v is not None for v in before):
-            return after
-        self._kernel(k)
-        return before
-
     def text(self) -> str:
         plan = contraction.shift_plan(self.k)
         scalars = Source()
@@ -157,8 +139,11 @@ class ContractWriter:
         src(f"def {k.name}({', '.join(w.params(k))}):")
         M, N, K = prod(self.m), prod(self.n), prod(self.kaxes)
         B = prod(self.batch)
-        lview, rview = self._views(od)
+        if not pairs:       # factors along the output applied to the product, where that reads an operand in place
+            self._kernel(contraction.read_in_place(k, w.program.buffers))
         c, direct_out = self.c, self._direct_out()
+        lview = self._view(cast(c.lhs, od), self.m, self.kaxes) if c.lhs.dtype == od else None
+        rview = self._view(cast(c.rhs, od), self.kaxes, self.n) if c.rhs.dtype == od else None
         lhs_b = bool({a.name for a in self.batch} & E.free_indices(c.lhs))
         rhs_b = bool({a.name for a in self.batch} & E.free_indices(c.rhs))
         with src.indent():
