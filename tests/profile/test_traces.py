@@ -10,6 +10,7 @@ import xbench as xb
 from xbench.hw import get_target
 from xbench.hw import traces as T
 from xbench.hw.cachesim import CacheLevel, Hierarchy, Trace, simulate
+from xbench.hw.traces.points import _concat as concat
 
 
 def addresses(trace: Trace) -> list[tuple[int, bool]]:
@@ -54,7 +55,7 @@ def test_parallel_split_gives_each_core_a_contiguous_chunk(cpu) -> None:
     # a window of steps is the matching slice of the whole trace
     U = tr.units
     whole = tr.all()[0]
-    part = T._concat(tr.generate(0, 2 * U + 1)[:1] + tr.generate(2 * U + 1, tr.steps)[:1])
+    part = concat(tr.generate(0, 2 * U + 1)[:1] + tr.generate(2 * U + 1, tr.steps)[:1])
     assert addresses(part) == addresses(whole)
 
 

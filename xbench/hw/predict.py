@@ -75,7 +75,8 @@ from ..ir.expr import INDEX, Call, Expr, Idx, Load, Local
 from ..ir.kernel import Assign, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ..ir.scalar import lookup
 from .target import Target, TargetError, get_target
-from .traces import KernelCache, _extent, _stage_axes
+from .traces import KernelCache
+from .traces.points import _extent, _stage_axes
 
 # ---- model assumptions (numbers not calibrated here nor in a target file) -----------------------------------
 
@@ -338,7 +339,7 @@ def _dim_sets(load: Load, k: Kernel, extents: Mapping[str, int], data: Mapping[s
               shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], np.ndarray | None]] | None:
     """Per group of dimensions that share loop variables: (dims, distinct linearised index tuples), or None for
     a group too large to enumerate (then the whole extent of those dims)."""
-    from .traces import _Grid, _Unknown
+    from .traces.points import _Grid, _Unknown
     free = [{n.name for n in i.walk() if isinstance(n, Idx)} for i in load.index]
     groups: list[tuple[set[int], set[str]]] = []
     for d, f in enumerate(free):

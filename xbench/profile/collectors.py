@@ -263,7 +263,7 @@ class Context:
 
 
 def _stage_len(s) -> int:
-    from ..hw.traces import _extent, _stage_axes
+    from ..hw.traces.points import _extent, _stage_axes
     return _extent(_stage_axes(s))
 
 
