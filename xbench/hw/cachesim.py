@@ -533,8 +533,30 @@ def _take_dirty(sets, ways, bits, off, state):
 
 # --- results ---------------------------------------------------------------------------------------------
 
+class LevelCounts:
+    """What a cache level's counters add up to: its accesses and the traffic with the level below (a simulation's
+    level, `LevelStats`, and one kernel's share of it, `traces.LevelTraffic`)."""
+
+    @property
+    def accesses(self):
+        return self.load_hits + self.load_misses + self.store_hits + self.store_misses
+
+    @property
+    def fills(self):
+        """Lines fetched from below (load misses, and store misses of a write-allocate level)."""
+        return self.load_misses + (self.store_misses if self.write_back else 0)
+
+    @property
+    def bytes_from_below(self):
+        return self.fills * self.line_bytes
+
+    @property
+    def bytes_to_below(self):
+        return self.writebacks * self.line_bytes + self.write_through_bytes
+
+
 @dataclass(frozen=True)
-class LevelStats:
+class LevelStats(LevelCounts):
     name: str
     line_bytes: int
     write_back: bool
@@ -556,9 +578,6 @@ class LevelStats:
     def misses(self) -> int:
         return self.load_misses + self.store_misses
 
-    @property
-    def accesses(self) -> int:
-        return self.hits + self.misses
 
     @property
     def hit_rate(self) -> float:
@@ -568,19 +587,6 @@ class LevelStats:
     def load_hit_rate(self) -> float:
         n = self.load_hits + self.load_misses
         return self.load_hits / n if n else math.nan
-
-    @property
-    def fills(self) -> int:
-        """Lines fetched from below (load misses, and store misses of a write-allocate level)."""
-        return self.load_misses + (self.store_misses if self.write_back else 0)
-
-    @property
-    def bytes_from_below(self) -> int:
-        return self.fills * self.line_bytes
-
-    @property
-    def bytes_to_below(self) -> int:
-        return self.writebacks * self.line_bytes + self.write_through_bytes
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir.kernel import Program
-from ..cachesim import CacheLevel, CacheSimulator, Hierarchy, Trace
+from ..cachesim import CacheLevel, CacheSimulator, Hierarchy, LevelCounts, Trace
 from .points import KernelTrace, Layout, SequenceTrace, _empty_trace
 
 # ---- simulating a program's traces ------------------------------------------------------------------------
@@ -38,7 +38,7 @@ _COUNTERS = ("load_hits", "load_misses", "store_hits", "store_misses", "writebac
 
 
 @dataclass(frozen=True)
-class LevelTraffic:
+class LevelTraffic(LevelCounts):
     """One cache level for one kernel; counts are totals over the kernel (extrapolated when sampled)."""
 
     name: str
@@ -53,21 +53,6 @@ class LevelTraffic:
     hit_rate: float
     hit_rate_ci: float = 0.0            # half-width of the confidence interval (0 when simulated whole)
 
-    @property
-    def accesses(self) -> float:
-        return self.load_hits + self.load_misses + self.store_hits + self.store_misses
-
-    @property
-    def fills(self) -> float:
-        return self.load_misses + (self.store_misses if self.write_back else 0.0)
-
-    @property
-    def bytes_from_below(self) -> float:
-        return self.fills * self.line_bytes
-
-    @property
-    def bytes_to_below(self) -> float:
-        return self.writebacks * self.line_bytes + self.write_through_bytes
 
 
 @dataclass(frozen=True)
