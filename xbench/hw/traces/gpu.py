@@ -74,6 +74,18 @@ def _pad_threads(addr: np.ndarray, mask: np.ndarray, n: int) -> tuple[np.ndarray
             np.concatenate([mask, np.zeros((nb, n - t, A), bool)], axis=1))
 
 
+def _warps(addr: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(accesses, elements) lane addresses and masks -> (warps, accesses, 32), the last warp padded with
+    inactive lanes."""
+    A, flat = addr.shape
+    W = -(-flat // 32)
+    pad = W * 32 - flat
+    if pad:
+        addr = np.concatenate([addr, np.zeros((A, pad), np.int64)], axis=1)
+        mask = np.concatenate([mask, np.zeros((A, pad), bool)], axis=1)
+    return addr.reshape(A, W, 32).transpose(1, 0, 2), mask.reshape(A, W, 32).transpose(1, 0, 2)
+
+
 def _warp_rows(addr: np.ndarray, mask: np.ndarray, write: np.ndarray):
     """(blocks, rows, 32) lane addresses -> per row its distinct sectors (sorted), a keep mask and write flags."""
     sec = np.where(mask, addr >> 5, -1)
@@ -419,18 +431,10 @@ class GpuTrace(KernelTrace):
         if not cols:
             return _empty_trace()
         shape = np.broadcast_shapes(valid.shape, *(c.addr.shape for c in cols))
-        flat = int(np.prod(shape))
-        addr = np.stack([np.broadcast_to(c.addr, shape).reshape(-1) for c in cols])     # (A, elements)
-        mask = np.stack([(np.broadcast_to(valid, shape) if c.mask is None else np.broadcast_to(c.mask & valid, shape))
-                         .reshape(-1) for c in cols])
-        W = -(-flat // 32)
-        pad = W * 32 - flat
-        if pad:
-            addr = np.concatenate([addr, np.zeros((len(cols), pad), np.int64)], axis=1)
-            mask = np.concatenate([mask, np.zeros((len(cols), pad), bool)], axis=1)
-        addr = addr.reshape(len(cols), W, 32).transpose(1, 0, 2)
-        mask = mask.reshape(len(cols), W, 32).transpose(1, 0, 2)
-        return _sectors(addr, mask, np.zeros((W, len(cols)), bool))
+        addr, mask = _warps(np.stack([np.broadcast_to(c.addr, shape).reshape(-1) for c in cols]),
+                            np.stack([(np.broadcast_to(valid, shape) if c.mask is None
+                                       else np.broadcast_to(c.mask & valid, shape)).reshape(-1) for c in cols]))
+        return _sectors(addr, mask, np.zeros(addr.shape[:2], bool))
 
     def _epilogue(self, benv, m, n, rows, cols, M, N) -> Trace:
         valid = (rows[:, None] < M) & (cols[None, :] < N)
@@ -450,16 +454,8 @@ class GpuTrace(KernelTrace):
         if not colsx:
             return _empty_trace()
         shape = valid.shape
-        addr = np.stack([np.broadcast_to(c.addr, shape).reshape(-1) for c in colsx])
-        mask = np.stack([(valid if c.mask is None else np.broadcast_to(c.mask, shape) & valid).reshape(-1)
-                         for c in colsx])
-        flat = addr.shape[1]
-        W = -(-flat // 32)
-        pad = W * 32 - flat
-        if pad:
-            addr = np.concatenate([addr, np.zeros((len(colsx), pad), np.int64)], axis=1)
-            mask = np.concatenate([mask, np.zeros((len(colsx), pad), bool)], axis=1)
-        addr = addr.reshape(len(colsx), W, 32).transpose(1, 0, 2)
-        mask = mask.reshape(len(colsx), W, 32).transpose(1, 0, 2)
-        write = np.broadcast_to(np.array([c.write for c in colsx])[None, :], (W, len(colsx)))
+        addr, mask = _warps(np.stack([np.broadcast_to(c.addr, shape).reshape(-1) for c in colsx]),
+                            np.stack([(valid if c.mask is None else np.broadcast_to(c.mask, shape) & valid).reshape(-1)
+                                      for c in colsx]))
+        write = np.broadcast_to(np.array([c.write for c in colsx])[None, :], addr.shape[:2])
         return _sectors(addr, mask, write)
