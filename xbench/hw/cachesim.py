@@ -123,6 +123,19 @@ class Hierarchy:
                 raise CacheSimError(f"{b.name} is private but lies below the shared {a.name}; a level below a "
                                     f"shared level must be shared too")
 
+    def shared_share(self, factor: float) -> Hierarchy:
+        """The hierarchy with its shared levels shrunk to `factor` of their sets (what a subset of the cores
+        keeps of them when only its streams are simulated)."""
+        levels = []
+        for lv in self.levels:
+            if not lv.shared:
+                levels.append(lv)
+                continue
+            sets = max(1, round(lv.sets * factor))
+            levels.append(CacheLevel(lv.name, sets * lv.ways * lv.line_bytes, lv.line_bytes, lv.ways, True,
+                                     lv.write_policy))
+        return Hierarchy(levels, self.memory_name)
+
     @classmethod
     def from_target(cls, target: Target | str, *, granularity: str = "line", l1_bytes: int | None = None,
                     shared_mem_carveout: int = 0) -> Hierarchy:
@@ -823,18 +836,6 @@ def _estimate(xs: Sequence[float], confidence: float) -> Estimate:
     return Estimate(float(arr.mean()), se, float(stats.t.ppf(0.5 + confidence / 2, arr.size - 1) * se))
 
 
-def _scaled(h: Hierarchy, factor: float) -> Hierarchy:
-    levels = []
-    for lv in h.levels:
-        if not lv.shared:
-            levels.append(lv)
-            continue
-        sets = max(1, round(lv.sets * factor))
-        levels.append(CacheLevel(lv.name, sets * lv.ways * lv.line_bytes, lv.line_bytes, lv.ways, True,
-                                 lv.write_policy))
-    return Hierarchy(levels, h.memory_name)
-
-
 def _warm(h: Hierarchy, ss: list[Trace], start: int, warm: int, adapt: bool, chunk: int,
           lru_on_store_hit: bool) -> tuple[CacheSimulator, int]:
     """A simulator warmed on the accesses before `start`; returns it and the accesses simulated to warm it."""
@@ -912,7 +913,7 @@ def simulate_sampled(hierarchy: Hierarchy | Target | str, streams: Trace | Seque
         k = max(1, round(fraction * len(ss)))
         if k >= len(ss):
             raise CacheSimError(f"fraction {fraction} of {len(ss)} streams keeps all of them; sample fewer")
-        hs = _scaled(h, k / len(ss))
+        hs = h.shared_share(k / len(ss))
         for _ in range(samples):
             pick = sorted(rng.choice(len(ss), size=k, replace=False))
             r = simulate(hs, [ss[j] for j in pick], chunk=chunk, lru_on_store_hit=lru_on_store_hit)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir.kernel import Program
-from ..cachesim import CacheLevel, CacheSimulator, Hierarchy, LevelCounts, Trace
+from ..cachesim import CacheSimulator, Hierarchy, LevelCounts, Trace
 from .points import KernelTrace, Layout, SequenceTrace, _empty_trace
 
 # ---- simulating a program's traces ------------------------------------------------------------------------
@@ -147,19 +147,6 @@ def _kernel_result(name: str, h: Hierarchy, counts: np.ndarray, rates: list[list
     return KernelCache(name, tuple(levels), h.memory_name, float(counts[-1][2]), access_bytes, float(counts[-1][0]),
                        float(counts[-1][1]), dci, exact, simulated, seconds, trace.granularity, method,
                        tuple(dict.fromkeys([*trace.notes, *notes])))
-
-
-def _scaled(h: Hierarchy, factor: float) -> Hierarchy:
-    """Shared levels shrunk to `factor` of their sets (a subset of the cores keeps its share)."""
-    levels = []
-    for lv in h.levels:
-        if not lv.shared:
-            levels.append(lv)
-            continue
-        sets = max(1, round(lv.sets * factor))
-        levels.append(CacheLevel(lv.name, sets * lv.ways * lv.line_bytes, lv.line_bytes, lv.ways, True,
-                                 lv.write_policy))
-    return Hierarchy(levels, h.memory_name)
 
 
 class _Subset(KernelTrace):
@@ -360,7 +347,7 @@ def _sm_groups(t: KernelTrace, h: Hierarchy, est: float, budget: int, samples: i
                confidence: float, t_start: float) -> KernelCache:
     import time as _time
     k = max(1, t.streams // (4 * samples))
-    hs = _scaled(h, k / t.streams)
+    hs = h.shared_share(k / t.streams)
     per_group = est * k / t.streams
     rates, drams, counts = [], [], []
     nbytes = 0.0
