@@ -256,6 +256,10 @@ def index_copy(self: Tensor, dim: int, index: Tensor, source: Tensor):
     if self.ndim == 0:
         return scalar(index_copy(vector(self), 0, index, vector(source)))
     idx = _wrap(index.reshape(-1), self.shape[d])
+    if index.size == 1:     # one slice (a decoded token's row of a KV cache): a select its readers fuse
+        n = self.shape[d]
+        at = (xb.arange(n) == idx).reshape((n,) + (1,) * (self.ndim - 1 - d))
+        return xb.where(at, source.astype(self.dtype), self)
     hits = _hits_along(self, d, index)
     total = xb.scatter_add(xb.zeros_like(self), idx, source.astype(self.dtype), axis=d)
     written = total / xb.maximum(hits, 1) if self.dtype in FLOATS else total // xb.maximum(hits, 1)

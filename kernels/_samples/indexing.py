@@ -113,6 +113,8 @@ def index_add_cases(T, shapes, dtype):
     yield Sample((x, 0, rng.permutation(6)[:4].astype(np.int64), T((4, 5), "s")), note="dim 0")
     yield Sample((T((3, 7, 2), "x3"), 1, rng.permutation(7)[:3].astype(np.int64), T((3, 3, 2), "s3")),
                  note="3-D, dim 1")
+    yield Sample((T((2, 3, 5, 4), "x4"), 2, np.array([3], np.int64), T((2, 3, 1, 4), "s4")),
+                 note="one slice, dim 2 (a decode step's KV cache row)")
     yield Sample((T((), "0d"), 0, np.array([0], np.int64), T((), "0ds")), note="0-d, dim=0")
     yield Sample((T((), "0d-1"), -1, np.array(0, np.int64), T((), "0ds-1")), note="0-d, dim=-1, 0-d index")
 
