@@ -238,3 +238,26 @@ H, L, S = xb.dims("H L S")
 @xb.tensor_op
 def packed_heads(p: Tensor[H, L, S], w: Tensor[S], v: Tensor[H, S, D]):
     return (p / w) @ v
+
+
+@xb.tensor_op
+def rows_times_updated_cache(p: Tensor[B, H, L, S], v: Tensor[B, H, S, C], row: Tensor[B, H, L, C], pos: Tensor[O]):
+    # a decoded token's attention over its cache with the token's own row in it (index_copy at one position)
+    at = (xb.arange(v.shape[2]) == pos).reshape((v.shape[2], 1))
+    return p @ xb.where(at, row, v)
+
+
+def test_a_row_vector_times_a_cache_with_a_row_replaced_runs_as_loops():
+    # either read is unit-stride along the columns, so the choice between them is too: loops, as over the
+    # cache alone, the choice made once per cache row
+    rng = np.random.default_rng(1)
+    p = rng.standard_normal((8, 4, 1, 160)).astype(np.float32)
+    v = rng.standard_normal((8, 4, 160, 64)).astype(np.float32)
+    row = rng.standard_normal((8, 4, 1, 64)).astype(np.float32)
+    pos = np.array([37], np.int64)
+    (k,) = [k for k in rows_times_updated_cache.lower(p, v, row, pos).kernels if k.kind == "contract"]
+    assert get_backend("cpu").default_schedule(k)["impl"] == "loops"
+    art = rows_times_updated_cache.compile("cpu", p, v, row, pos)
+    want = v.astype(np.float64).copy()
+    want[:, :, 37] = row[:, :, 0]
+    np.testing.assert_allclose(art.run(p, v, row, pos)[0], p.astype(np.float64) @ want, rtol=1e-5, atol=1e-4)

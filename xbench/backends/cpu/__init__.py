@@ -18,7 +18,7 @@ from ...config import cache_dir, log, tool_versions
 from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
 from ...ir import contraction
-from ...ir.expr import Call, Idx, Load
+from ...ir.expr import Call, Idx, Load, Select
 from ...ir.kernel import Kernel, Program, ScatterAdd
 from ...ir.scalar import lookup
 from ...ir.schedule import Knob, Schedule
@@ -84,7 +84,9 @@ def _stage_extent(s) -> int:
 def _unit_stride(e, axis) -> bool:
     """Whether the (bounds-checked) read `e` walks its last dimension with `axis`, one element a step: the loops
     over it vectorise (a strided window's do not, unless over a plane's phases, and BLAS over its packed copy
-    is faster)."""
+    is faster). A choice between two such reads (a KV cache with a decoded token's row in it) does too."""
+    if isinstance(e, Select) and isinstance(e.a, Load) and isinstance(e.b, Load):
+        return _unit_stride(e.a, axis) and _unit_stride(e.b, axis)
     checked = contraction.bounds_checked(e)
     e = checked[0] if checked else e
     form = contraction.affine(e.index[-1]) if isinstance(e, Load) and e.index else None

@@ -524,10 +524,12 @@ class ContractWriter:
                 with Indent(src, depth):
                     (a,) = w.values(src, [lhs], bound, set())
                     src(f"_a = {a}")
+                    # what does not move along the row (which operand a choice reads) is decided once per k
+                    (rhs_k,) = w.hoist(src, [rhs], {x.name for x in self.n})
                     d2 = self._checked_loops(src, checked[1]) if checked else w.loops(src, tuple(self.n))
                     with Indent(src, d2):
                         nflat = E.linear(tuple(x.var for x in self.n), tuple(x.extent for x in self.n))
-                        (b,) = w.values(src, [rhs], bound, set())
+                        (b,) = w.values(src, [rhs_k], bound, set())
                         src(f"_acc[{w.emitter.expr(nflat)}] += _a * {b}")
                 d3 = w.loops(src, tuple(self.n))
                 with Indent(src, d3):
