@@ -53,3 +53,30 @@ def test_a_static_cache_update_through_the_bridge_matches_eager():
             torch.testing.assert_close(cache, ref)
     ops = {f.op for g in session.graphs for f in g.fallbacks}
     assert ops == {"aten.index_copy_.default"}                     # torch writes the row; no copy_ back
+
+
+def test_one_slice_updates_leave_the_graph_whole_and_are_written_back_at_the_end():
+    # two caches, each updated at one position and read afterwards, the second update depending on what the
+    # first cache holds (a decode step's layers): one xbench partition reads the updated caches as selects,
+    # and torch writes the two rows into the caches once it is done
+    def step(k_cache, v_cache, pos, x):
+        k_cache.index_copy_(1, pos, x * 2)
+        y = k_cache.sum(1, keepdim=True) + x
+        v_cache.index_copy_(1, pos, y)
+        return v_cache.sum(1) * 3
+
+    compiled = torch.compile(step, backend="xbench")
+    caches, refs = [torch.zeros(2, 6, 4) for _ in range(2)], [torch.zeros(2, 6, 4) for _ in range(2)]
+    with xb.torch.recording() as session, torch.no_grad():
+        for i in range(3):
+            x = torch.rand(2, 1, 4)
+            got = compiled(*caches, torch.tensor([i]), x)
+            want = step(*refs, torch.tensor([i]), x)
+            torch.testing.assert_close(got, want)
+            for c, r in zip(caches, refs):
+                torch.testing.assert_close(c, r)
+    (graph,) = session.graphs
+    assert len(graph.partitions) == 1
+    assert [f.op for f in graph.fallbacks] == ["aten.index_copy_.default"] * 2
+    nodes = [n for n in graph.graph.graph.nodes if n.op == "call_function"]
+    assert [n.target for n in nodes[-2:]] == [aten.index_copy_.default] * 2      # the write-backs come last
