@@ -19,6 +19,7 @@ def test_every_workload_passes_the_gate_on_cpu(name):
         assert kinds[2:] == ["greedy tokens", "decode logits"]
     curve = r.checks[1]
     assert curve.xbench <= curve.allowed and curve.allowed > 0
+    assert r.recompiled == 0        # every graph compiled by the first step: the suite's first calls are whole
 
 
 def test_the_gate_fails_what_is_off():

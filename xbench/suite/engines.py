@@ -36,6 +36,12 @@ def autocast(precision: str):
     raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
 
 
+def graphs_compiled() -> int:
+    """Graphs Dynamo has compiled in this process so far (any backend)."""
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"]
+
+
 def inputs(batch: dict, mode: str) -> dict:
     """The batch a mode calls the model with: inference leaves the labels out."""
     return {k: v for k, v in batch.items() if not (mode == "infer" and k == "labels")}
@@ -54,6 +60,7 @@ class Run:
     options: dict = field(default_factory=dict)
     mode: str = ""
     sessions: dict = field(default_factory=dict)       # phase ("step", "prefill", "decode") -> recording session
+    compiles: list = field(default_factory=list)       # graphs Dynamo compiled during each call of `step`
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -89,8 +96,13 @@ class Run:
         """One unit of the mode's work; the seconds each phase took (`step`, or `prefill` and `decode`), and
         the CPU seconds of the process (all its threads) under `<phase>:cpu`: on a loaded machine wall time
         includes waiting for a core, CPU time only the work."""
-        if self.mode == "decode":
-            return self._generate()
+        before = graphs_compiled()
+        try:
+            return self._decode() if self.mode == "decode" else self._step()
+        finally:
+            self.compiles.append(graphs_compiled() - before)
+
+    def _step(self) -> dict[str, float]:
         t0, c0 = time.perf_counter(), time.process_time()
         with self._recording("step"):
             if self.mode == "train":
@@ -105,7 +117,7 @@ class Run:
         self.last = out
         return {"step": time.perf_counter() - t0, "step:cpu": time.process_time() - c0}
 
-    def _generate(self) -> dict[str, float]:
+    def _decode(self) -> dict[str, float]:
         import transformers
         prompt = self.args["input_ids"]
         batch, length = prompt.shape

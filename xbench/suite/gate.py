@@ -20,6 +20,7 @@ import torch
 
 from ..errors import SimulatorLimitError
 from ..verify import tolerance
+from .engines import graphs_compiled
 from .workloads import Workload, build, dynamo_settings
 
 FACTOR = 4.0
@@ -56,6 +57,7 @@ class GateResult:
     error: str = ""                      # the run failed: what it raised
     not_run: str = ""                    # a simulator refused the run as too long: why (nothing was judged)
     bisect: dict | None = None           # where a failure was bisected to
+    recompiled: int = 0                  # graphs Dynamo compiled after the first training step
 
     @property
     def ok(self) -> bool:
@@ -102,11 +104,14 @@ def double(model: torch.nn.Module, batch: dict) -> tuple[torch.nn.Module, dict]:
             {k: v.double() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()})
 
 
-def train_curve(model, batch: dict, steps: int) -> tuple[list[float], torch.Tensor]:
-    """SGD with momentum for `steps` steps on one batch: the losses, and the first step's logits."""
+def train_curve(model, batch: dict, steps: int, compiled: list | None = None) -> tuple[list[float], torch.Tensor]:
+    """SGD with momentum for `steps` steps on one batch: the losses, and the first step's logits. `compiled`
+    receives, before each step after the first, the count of graphs Dynamo has compiled so far."""
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     losses, first = [], None
     for _ in range(steps):
+        if compiled is not None and losses:
+            compiled.append(graphs_compiled())
         out = model(**batch)
         out.loss.backward()
         opt.step()
@@ -154,7 +159,9 @@ def gate(w: Workload, backend: str = "cpu", size: str = "tiny", steps: int = STE
             exact, batch64 = double(model, batch)
             compiled = torch.compile(model, backend="xbench", options=opts)
             if steps:
-                got, logits = train_curve(compiled, batch, steps)
+                counts: list[int] = []
+                got, logits = train_curve(compiled, batch, steps, counts)
+                result.recompiled = graphs_compiled() - counts[0] if counts else 0
                 want, eager_logits = train_curve(eager, batch, steps)
                 exact_losses, exact_logits = train_curve(exact, batch64, steps)
             else:

@@ -94,6 +94,11 @@ def _images(batch: int, side: int, seed: int) -> torch.Tensor:
     return torch.randn(batch, 3, side, side, generator=torch.Generator().manual_seed(seed + 1))
 
 
+# transformers' classifiers set `config.problem_type` from the labels in their first loss: a compiled model's guard
+# on it then fails on the second call and the whole graph is compiled again. Training scripts know their problem.
+SINGLE_LABEL = "single_label_classification"
+
+
 def _labels(n: int, classes: int, seed: int) -> torch.Tensor:
     return torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(seed + 2))
 
@@ -104,6 +109,7 @@ def bert_config(size: str, max_positions: int):
     h, layers, heads = _pick(size, (16, 1, 2), (64, 2, 4), (256, 4, 4))
     return transformers.BertConfig(vocab_size=128, hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
                                    intermediate_size=4 * h, max_position_embeddings=max_positions, num_labels=3,
+                                   problem_type=SINGLE_LABEL,
                                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
@@ -138,7 +144,7 @@ def _vit(size: str, seed: int):
     h, layers, side, patch, batch = _pick(size, (16, 1, 16, 8, 2), (64, 2, 32, 8, 4), (192, 4, 64, 8, 8))
     cfg = transformers.ViTConfig(image_size=side, patch_size=patch, num_channels=3, hidden_size=h,
                                  num_hidden_layers=layers, num_attention_heads=2, intermediate_size=4 * h, num_labels=5,
-                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                                 problem_type=SINGLE_LABEL, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = transformers.ViTForImageClassification(cfg)
     return model, {"pixel_values": _images(batch, side, seed), "labels": _labels(batch, 5, seed)}
 
@@ -152,7 +158,8 @@ def _resnet(size: str, seed: int):
                                                ((16, 32, 64), (1, 1, 1), "basic", 32, 4),
                                                ((64, 128, 256, 512), (3, 4, 6, 3), "bottleneck", 64, 8))
     cfg = transformers.ResNetConfig(num_channels=3, embedding_size=widths[0], hidden_sizes=list(widths),
-                                    depths=list(depths), layer_type=layer, num_labels=5)
+                                    depths=list(depths), layer_type=layer, num_labels=5,
+                                    problem_type=SINGLE_LABEL)
     model = transformers.ResNetForImageClassification(cfg)
     return model, {"pixel_values": _images(batch, side, seed), "labels": _labels(batch, 5, seed)}
 
@@ -163,7 +170,7 @@ def _mobilenet(size: str, seed: int):
     import transformers
     mult, side, batch = _pick(size, (0.25, 16, 2), (0.35, 32, 4), (1.0, 96, 8))
     cfg = transformers.MobileNetV2Config(num_channels=3, image_size=side, depth_multiplier=mult, num_labels=5,
-                                         classifier_dropout_prob=0.0)
+                                         problem_type=SINGLE_LABEL, classifier_dropout_prob=0.0)
     model = transformers.MobileNetV2ForImageClassification(cfg)
     return model, {"pixel_values": _images(batch, side, seed), "labels": _labels(batch, 5, seed)}
 
@@ -292,7 +299,8 @@ def _resnet50_imagenet(seed: int):
     """ResNet-50 as published (He et al. 2016): 224x224 ImageNet images, 1000 classes, a batch of 32."""
     import transformers
     cfg = transformers.ResNetConfig(num_channels=3, embedding_size=64, hidden_sizes=[256, 512, 1024, 2048],
-                                    depths=[3, 4, 6, 3], layer_type="bottleneck", num_labels=1000)
+                                    depths=[3, 4, 6, 3], layer_type="bottleneck", num_labels=1000,
+                                    problem_type=SINGLE_LABEL)
     return transformers.ResNetForImageClassification(cfg), {"pixel_values": _images(32, 224, seed),
                                                             "labels": _labels(32, 1000, seed)}
 
@@ -303,6 +311,7 @@ def _bert_base(seed: int):
     import transformers
     cfg = transformers.BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                                   intermediate_size=3072, max_position_embeddings=512, num_labels=2,
+                                  problem_type=SINGLE_LABEL,
                                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     return transformers.BertForSequenceClassification(cfg), {
         "input_ids": _ids(30522, 32, 128, seed), "attention_mask": torch.ones(32, 128, dtype=torch.long),
