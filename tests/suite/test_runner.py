@@ -39,6 +39,12 @@ def test_the_quick_run_measures_predicts_and_gates(quick_run):
                                                                                                     rel=1e-3)
     gate = res.gate[0]
     assert gate["workload"] == "deepfm" and gate["backend"] == "cpu" and gate["ok"] and gate["steps"] == 3
+    (info,) = res.runs.values()
+    stages = info["stages"]
+    assert set(stages) == {"first calls (eager)", "first calls (xbench)", "timed repeats", "predictions",
+                           "gate on cpu"}
+    assert stages["gate on cpu"] == pytest.approx(gate["seconds"], abs=0.2)
+    assert 0 < sum(stages.values()) <= info["seconds"]
     assert "<svg" in page and "DeepFM" in page
 
 
@@ -98,7 +104,7 @@ def test_lowering_without_compiling_gives_the_programs_the_bridge_compiles():
 def test_a_stopped_run_keeps_the_workloads_it_finished(monkeypatch, tmp_path):
     from xbench.suite import runner
 
-    def measure(res, run, name, o, bar):
+    def measure(res, run, name, o, bar, clock):
         if name == "deepfm":
             raise KeyboardInterrupt
         res.add(run, workload=name, mode="train", size=o.size, precision="float32", platform="cpu",

@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--engines", type=_list, help=f"measured engines (default {','.join(ENGINES)})")
     p.add_argument("--precisions", type=_list, help=f"default {','.join(PRECISIONS)}")
     p.add_argument("--repeats", type=int, help="alternating repeats per run (default 10; quick: 3)")
+    p.add_argument("--budget", type=float, help="seconds of timed samples per run past which it stops at 5 "
+                   "samples (default 30; 0: every run takes all its repeats)")
     p.add_argument("--gate", type=_list, help="gate backends (default cpu,cuda,ascend; quick: cpu); 'none' skips")
     p.add_argument("--gate-steps", type=int, help="loss-curve steps of the gate on every backend (default 10 on cpu "
                    "and a GPU, 2 on the CUDA simulator and the Ascend twin)")
@@ -72,6 +74,8 @@ def options_from(args: argparse.Namespace):
                         ("repeats", args.repeats), ("varlen_requests", args.requests)):
         if value is not None:
             changes[name] = value
+    if args.budget is not None:
+        changes["budget_s"] = args.budget or None
     if args.gate is not None:
         changes["gate_backends"] = () if args.gate == ("none",) else args.gate
     if args.gate_steps is not None:

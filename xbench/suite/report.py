@@ -287,6 +287,8 @@ def table(res: Results, sections=SECTIONS, times: bool = False) -> str:
             parts.append(f"run {r}: {m.get('cpu', '')} ({m.get('cores')} cores, torch {m.get('torch')} with "
                          f"{m.get('torch_threads')} threads{', ' + m['gpu'] if m.get('gpu') else ''}), "
                          f"{v.get('seconds', 0):.0f} s")
+            if v.get("stages"):
+                parts.append("  where the time went: " + ", ".join(f"{k} {t:.0f} s" for k, t in v["stages"].items()))
     tables = [("measured", "Measured on this cpu (medians of alternating runs)", measured_rows(res, times)),
               ("predicted", "Predicted by the hardware model over xbench's kernels (predicted, not measured)",
                predicted_rows(res)),

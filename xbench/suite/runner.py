@@ -58,6 +58,7 @@ class SuiteOptions:
     targets: tuple = TARGETS                  # prediction targets
     reference: str = REFERENCE
     repeats: int = 10
+    budget_s: float | None = 30.0             # per run: past this many seconds of samples, stop at timing.LEAST
     gate_backends: tuple = ("cpu", "cuda", "ascend")
     gate_size: str = "tiny"
     gate_steps: dict = field(default_factory=lambda: default_gate_steps())
@@ -135,6 +136,21 @@ def _cold_caches(enabled: bool):
         shutil.rmtree(root, ignore_errors=True)
 
 
+class Clock:
+    """Seconds spent per kind of stage over the whole run (first calls, timed repeats, gates, ...)."""
+
+    def __init__(self, into: dict):
+        self.spent = into
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str):
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[stage] = round(self.spent.get(stage, 0.0) + time.perf_counter() - t, 1)
+
+
 def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True,
               save_to: str | None = None) -> Results:
     """Run the suite; with `save_to`, the results so far are written there after every stage, so a run that is
@@ -144,6 +160,7 @@ def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True
     pub = [n for n in names if WORKLOADS[n].published] if options.published else []
     stages = len(names) * (1 + len(options.gate_backends)) + int(options.varlen) + len(pub)
     bar = Progress(stages, progress)
+    clock = Clock(res.runs[run].setdefault("stages", {}))
     t0 = time.perf_counter()
 
     def keep() -> None:
@@ -156,21 +173,24 @@ def run_suite(options: SuiteOptions, *, command: str = "", progress: bool = True
     with _cold_caches(options.cold), torch._dynamo.config.patch(cache_size_limit=64):
         for name in names:
             bar.note(f"{name}: measuring")
-            _measure(res, run, name, options, bar)
+            _measure(res, run, name, options, bar, clock)
             bar.note(f"{name}: measured", advance=True)
             for backend in options.gate_backends:
                 bar.note(f"{name}: gate on {backend}")
-                _gate(res, run, name, backend, options)
+                with clock(f"gate on {backend}"):
+                    _gate(res, run, name, backend, options)
                 bar.note(f"{name}: gate on {backend} done", advance=True)
             keep()
         for name in pub:
             bar.note(f"{name}: lowering its published size")
-            _published(res, run, name, options, bar)
+            with clock("published sizes"):
+                _published(res, run, name, options, bar)
             bar.note(f"{name}: published size predicted", advance=True)
             keep()
         if options.varlen:
             bar.note("variable-length BERT")
-            _varlen(res, run, options, bar)
+            with clock("variable-length stream"):
+                _varlen(res, run, options, bar)
             bar.note("variable-length done", advance=True)
     bar.close()
     keep()
@@ -183,7 +203,7 @@ def _error(res: Results, run: str, workload: str, stage: str, engine: str, exc: 
                        "where": "".join(traceback.format_exception(exc)[-3:])[-1500:]})
 
 
-def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) -> None:
+def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress, clock: Clock) -> None:
     w = WORKLOADS[name]
     base = dict(workload=name, domain=w.domain, mode=w.mode, size=o.size)
     try:
@@ -195,20 +215,23 @@ def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) 
         alive, first_rows = [], {}
         for r in runs:
             bar.note(f"{name}: first call {r.name}")
+            inductor = _inductor_cache()
             try:
-                fc = first_call(r.step)
+                with clock(f"first calls ({r.engine})"):
+                    fc = first_call(r.step)
             except Exception as exc:
                 _error(res, run, name, "first call", r.name, exc)
                 continue
             alive.append(r)
-            cached = _cache_state(r)
+            cached = _cache_state(r, inductor)
             first_rows[r.name] = res.add(
                 run, **base, precision=r.precision, platform="cpu", engine=r.engine, source="measured",
                 metric="first_call_s", value=round(fc.wall_s, 3), unit="s",
                 detail={"cpu_s": round(fc.cpu_s, 3), **({"cache": cached} if cached else {})})
         try:
-            timings = alternate({r.name: r.step for r in alive}, o.repeats, warmup=1,
-                                progress=lambda s: bar.note(f"{name}: {s}"))
+            with clock("timed repeats"):
+                timings = alternate({r.name: r.step for r in alive}, o.repeats, warmup=1, budget_s=o.budget_s,
+                                    progress=lambda s: bar.note(f"{name}: {s}"))
         except Exception as exc:
             _error(res, run, name, "timing", "", exc)
             return
@@ -218,7 +241,8 @@ def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) 
                     first_rows[r.name]["detail"]["recompiled_graphs"] = sum(r.compiles[1:])
         if o.memory and w.mode == "train":
             bar.note(f"{name}: peak activation memory")
-            _memory(res, run, name, [r for r in alive if r.engine in ("eager", "xbench")])
+            with clock("memory"):
+                _memory(res, run, name, [r for r in alive if r.engine in ("eager", "xbench")])
     for r in alive:
         samples = w.batch_size(r.batch)
         phases = timings[r.name]
@@ -235,16 +259,28 @@ def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress) 
                 res.add(run, **base, precision=r.precision, platform="cpu", engine=r.engine, source="measured",
                         metric=metric, value=value, unit=unit, **stats)
         if r.engine == "xbench":
-            _predict(res, run, base, r, o, samples)
+            with clock("predictions"):
+                _predict(res, run, base, r, o, samples)
 
 
-def _cache_state(r: E.Run) -> str:
-    compiles = [c for s in r.sessions.values() for g in s.session.graphs for p in g.partitions for c in p.compiles]
-    if not compiles:
+def _inductor_cache() -> tuple[int, int]:
+    """Inductor's FX graph cache so far in this process: hits, misses."""
+    from torch._dynamo.utils import counters
+    return counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+
+
+def _cache_state(r: E.Run, inductor_before: tuple[int, int]) -> str:
+    """Where a first call's compiled code came from: xbench's modules, or Inductor's graphs."""
+    if r.engine == "inductor":
+        (h0, m0), (h1, m1) = inductor_before, _inductor_cache()
+        hits, total = h1 - h0, h1 - h0 + m1 - m0
+    else:
+        compiles = [c for s in r.sessions.values() for g in s.session.graphs for p in g.partitions
+                    for c in p.compiles]
+        hits, total = sum(bool(c["cache_hit"]) for c in compiles), len(compiles)
+    if not total:
         return ""
-    hits = sum(bool(c["cache_hit"]) for c in compiles)
-    return "all from the cache" if hits == len(compiles) else "cold" if hits == 0 else \
-        f"{hits} of {len(compiles)} from the cache"
+    return "all from the cache" if hits == total else "cold" if hits == 0 else f"{hits} of {total} from the cache"
 
 
 def _phase_metrics(mode: str, phase: str, ms: float, samples: int, tokens: int) -> list[tuple[str, float, str]]:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from ..profile.timing import Timing
 
+LEAST = 5          # samples a run keeps when its time budget is spent
+
 
 def timing(seconds: Sequence[float]) -> Timing:
     ms = sorted(s * 1e3 for s in seconds)
@@ -33,17 +35,25 @@ def first_call(step: Callable[[], dict[str, float]]) -> FirstCall:
 
 
 def alternate(steps: dict[str, Callable[[], dict[str, float]]], repeats: int, warmup: int = 1,
-              progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Timing]]:
+              progress: Callable[[str], None] | None = None, budget_s: float | None = None,
+              least: int = LEAST) -> dict[str, dict[str, Timing]]:
     """`steps[name]()` returns the seconds of each of its phases; per name and phase, the Timing of `repeats`
-    samples taken in turn with the others."""
+    samples taken in turn with the others. With `budget_s`, a run whose samples have taken that long stops at
+    `least` samples or wherever it has passed them (torch's bfloat16 steps on a CPU without bfloat16 instructions
+    take seconds each, and ten of them per engine held the suite for minutes); the others go on."""
     for _ in range(warmup):
         for fn in steps.values():
             fn()
     samples: dict[str, dict[str, list[float]]] = {k: {} for k in steps}
+    spent = dict.fromkeys(steps, 0.0)
     for i in range(repeats):
         for name, fn in steps.items():
+            if budget_s is not None and i >= least and spent[name] >= budget_s:
+                continue
+            t = time.perf_counter()
             for phase, s in fn().items():
                 samples[name].setdefault(phase, []).append(s)
+            spent[name] += time.perf_counter() - t
         if progress:
             progress(f"repeat {i + 1}/{repeats}")
     return {k: {p: timing(v) if not p.endswith(":cpu") else cpu_timing(v) for p, v in phases.items()}
