@@ -310,9 +310,9 @@ class CpuBackend:
             module = _load(path, key)
             jit_ms = _compile_all(module, program, fresh=not existed, path=path, key=key)
         ms = (time.perf_counter() - t0) * 1e3
-        infos = []
+        infos, functions = [], _functions(source)
         for k in program.kernels:
-            infos.append(KernelInfo(k.name, k.kind, _function_source(source, k.name), schedules[k.name],
+            infos.append(KernelInfo(k.name, k.kind, _function_source(functions, k.name), schedules[k.name],
                                     {"parallel": bool(schedules[k.name].get("parallel")), "work": kernel_work(k)}))
         consts = tuple(np.require(np.asarray(b.value).astype(to_numpy(b.dtype)), requirements="C").view(storage_dtype(b.dtype))
                        for b in program.buffers.values() if b.role == "const")
@@ -460,29 +460,31 @@ def warm(job: tuple) -> None:
             _compile_kernel(module, name, spec)
 
 
-def _function_source(source: str, name: str) -> str:
+def _function_source(functions: dict[str, str], name: str) -> str:
     """The text of kernel `name` in a generated module (run as tasks: its parts and launcher, and the module's
-    task that calls the part)."""
-    parts = [_one_function(source, f"{name}_part")]
-    while part := _one_function(source, f"{name}_part{len(parts) - 1}"):
+    task that calls the part), from the module's `_functions`."""
+    parts = [functions.get(f"{name}_part", "")]
+    while part := functions.get(f"{name}_part{len(parts) - 1}"):
         parts.append(part)
-    parts.append(_one_function(source, name))
+    parts.append(functions.get(name, ""))
     if any(parts[:-1]):
-        parts.append(_one_function(source, "_xb_task"))
+        parts.append(functions.get("_xb_task", ""))
     return "\n\n\n".join(p for p in parts if p)
 
 
-def _one_function(source: str, name: str) -> str:
+def _functions(source: str) -> dict[str, str]:
+    """Each top-level function of a generated module by name, with its decorator: one pass over the source."""
     lines = source.splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith(f"def {name}(")), None)
-    if start is None:
-        return ""
-    if start > 0 and lines[start - 1].startswith("@"):
-        start -= 1
-    end = start + 2
-    while end < len(lines) and (not lines[end] or lines[end].startswith(" ")):
-        end += 1
-    return "\n".join(lines[start:end]).rstrip()
+    out: dict[str, str] = {}
+    for start, line in enumerate(lines):
+        if not line.startswith("def "):
+            continue
+        end = start + 2
+        while end < len(lines) and (not lines[end] or lines[end].startswith(" ")):
+            end += 1
+        first = start - 1 if start > 0 and lines[start - 1].startswith("@") else start
+        out.setdefault(line[4:line.index("(")], "\n".join(lines[first:end]).rstrip())
+    return out
 
 
 backend = CpuBackend()
