@@ -131,24 +131,40 @@ class Lowered:
 
 
 def _partition_inputs(name: str, split, args: list) -> list:
-    """(name, submodule, its inputs) of every xbench partition of a split graph, from one run of it on torch."""
+    """(name, submodule, its inputs) of every xbench partition of a split graph, from one pass over it in which
+    every node gives stand-ins of its recorded value (zeros of its shape): nothing is computed."""
     import torch.fx as fx
+
+    from ..torch.bisect import graph_outputs, stand_in
     found = []
 
     class Recorder(fx.Interpreter):
         def call_module(self, target, a, kwargs):
+            sub = self.fetch_attr(target)
             if str(target).startswith("xbench_"):
-                found.append((f"{name}.{target}", self.fetch_attr(target), list(a)))
-            return super().call_module(target, a, kwargs)
-    Recorder(split).run(*[a.clone() if hasattr(a, "clone") else a for a in args])
+                found.append((f"{name}.{target}", sub, list(a)))
+            outs = graph_outputs(sub)
+            return outs[0] if len(outs) == 1 and not _returns_tuple(sub) else tuple(outs)
+
+        def run_node(self, n):
+            if n.op == "call_function" and "val" in n.meta:        # an op left on torch
+                return stand_in(n.meta["val"])
+            return super().run_node(n)
+    Recorder(split).run(*args)
     return found
+
+
+def _returns_tuple(gm) -> bool:
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    return isinstance(out.args[0], (tuple, list))
 
 
 def lower_model(model, inputs: dict, *, backward: bool = True, progress=None) -> list[Lowered]:
     """The xbench programs the bridge would compile for `model(**inputs)` (and its loss's backward), lowered to
-    loop-IR kernels without compiling them: the model runs once on torch to capture its ATen graphs and their
-    inputs (`xbench.torch.bisect.capture`), each graph is partitioned as the bridge partitions it, and each
-    partition is traced and lowered at its captured shapes. For predicting sizes too large to run on xbench here."""
+    loop-IR kernels without compiling them: the model is traced once to capture its ATen graphs and their
+    inputs' shapes (`xbench.torch.bisect.capture`, computing nothing), each graph is partitioned as the bridge
+    partitions it, and each partition is traced and lowered at its captured shapes. For predicting sizes too
+    large to run on xbench here, or on torch in reasonable time (bfloat16 on a CPU without bfloat16 instructions)."""
     import torch.fx as fx
 
     from ..runtime import runtime
@@ -157,7 +173,7 @@ def lower_model(model, inputs: dict, *, backward: bool = True, progress=None) ->
     from ..torch.partition import partitions, probe
     from ..torch.products import batch_products
     out = []
-    for g in capture(model, (), inputs, backward):
+    for g in capture(model, (), inputs, backward, compute=False):
         batch_products(g.gm)
         unsupported = probe(g.gm)
         parts: list[tuple[str, fx.GraphModule, list]] = []

@@ -108,8 +108,26 @@ class BisectResult:
 
 # ---- capture -------------------------------------------------------------------------------------------------
 
-def capture(model, args: tuple, kwargs: dict, backward: bool | None = None) -> list[Captured]:
-    """The ATen graphs `model(*args, **kwargs)` runs (and its loss's backward), each with its first inputs."""
+def stand_in(val):
+    """A zero tensor with the shape, strides and dtype of the fake tensor `val` (other values as they are)."""
+    if isinstance(val, torch.Tensor):
+        return torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype).zero_()
+    if isinstance(val, (list, tuple)):
+        return type(val)(stand_in(v) for v in val)
+    return val
+
+
+def graph_outputs(gm: fx.GraphModule) -> list:
+    """Stand-ins (`stand_in`) for what `gm` returns, from its output node's recorded values: nothing computed."""
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    return list(fx.node.map_aggregate(out.args[0], lambda x: stand_in(x.meta["val"]) if isinstance(x, fx.Node)
+                                      else x))
+
+
+def capture(model, args: tuple, kwargs: dict, backward: bool | None = None, compute: bool = True) -> list[Captured]:
+    """The ATen graphs `model(*args, **kwargs)` runs (and its loss's backward), each with its first inputs.
+    With `compute=False` each graph returns zeros of its outputs' shapes instead of running: the graphs and
+    their inputs' shapes are right, the values past the model's own inputs and weights are not."""
     from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
@@ -123,7 +141,7 @@ def capture(model, args: tuple, kwargs: dict, backward: bool | None = None) -> l
             def run(*a):
                 if not entry.args:
                     entry.args = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in a]
-                return gm(*a)
+                return gm(*a) if compute else graph_outputs(gm)
             return make_boxed_func(run)
         return fn
 
