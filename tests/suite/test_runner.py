@@ -70,6 +70,27 @@ def test_predictions_are_the_hardware_model_over_the_recorded_programs():
     assert isinstance(r.last.loss, torch.Tensor)
 
 
+def test_a_phase_is_priced_by_the_calls_of_its_last_run():
+    """GPT-2's decode phase calls its graph once per token after the first: its prediction is that graph's
+    times the calls, per token the graph's once; each run's calls are that run's, not a running total."""
+    from xbench.hw.predict import predict_program
+    from xbench.suite.engines import runs
+    from xbench.suite.predict import compiled_programs, predict_phase
+    from xbench.suite.workloads import WORKLOADS
+    w = WORKLOADS["gpt2"]
+    r = runs(w, "tiny", ("xbench",), ("float32",))[0]
+    for _ in range(2):
+        r.step()
+    (decode, n), = r.calls["decode"]
+    (prefill, one), = r.calls["prefill"]
+    assert n == w.decode_tokens[0] - 1 and one == 1 and decode.calls == 2 * n
+    assert compiled_programs(r.sessions["decode"].session) == [decode]
+    p = predict_phase(r.sessions["decode"].session, "a100", calls=r.calls["decode"])
+    assert p.seconds == pytest.approx(n * predict_program(decode.program, "a100").time_s)
+    assert p.kernels == n * len(decode.program.kernels)
+    assert predict_phase(r.sessions["decode"].session, "a100").seconds == pytest.approx(p.seconds / n)
+
+
 def test_bad_options_are_refused_with_the_names(capsys):
     assert cli.main(["--only", "bertt"]) == 2
     err = capsys.readouterr().err

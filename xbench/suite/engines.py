@@ -61,6 +61,7 @@ class Run:
     mode: str = ""
     sessions: dict = field(default_factory=dict)       # phase ("step", "prefill", "decode") -> recording session
     compiles: list = field(default_factory=list)       # graphs Dynamo compiled during each call of `step`
+    calls: dict = field(default_factory=dict)          # phase -> [(xbench specialisation, times it ran)], last step
 
     def __post_init__(self):
         if self.engine not in ENGINES:
@@ -83,14 +84,22 @@ class Run:
     def name(self) -> str:
         return f"{self.engine}/{self.precision}"
 
+    @contextlib.contextmanager
     def _recording(self, phase: str):
+        """Record the phase's graphs in its session, and which specialisations ran how often this time."""
         if self.engine != "xbench":
-            return contextlib.nullcontext()
+            yield
+            return
         from ..torch import recording
+        from .predict import compiled_programs
         rec = self.sessions.get(phase)
         if rec is None:
             rec = self.sessions[phase] = recording({"target": self.target, **self.options})
-        return rec
+        before = {id(c): c.calls for c in compiled_programs(rec.session)}
+        with rec:
+            yield
+        self.calls[phase] = [(c, c.calls - before.get(id(c), 0)) for c in compiled_programs(rec.session)
+                             if c.calls > before.get(id(c), 0)]
 
     def step(self) -> dict[str, float]:
         """One unit of the mode's work; the seconds each phase took (`step`, or `prefill` and `decode`), and

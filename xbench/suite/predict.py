@@ -3,7 +3,8 @@
 Every xbench run of a workload records the graphs the bridge compiled (`xbench.torch.recording`), per phase of
 its mode (`step`, or `prefill` and `decode`). Each graph's xbench program (its loop-IR kernels, at the shapes
 the workload ran) is priced by the hardware model, `xbench.hw.predict.predict_program`, on each target: the
-phase's predicted time is the sum over its programs. The training step adds its optimizer update (SGD with
+phase's predicted time is the sum over the programs its last run called, each as often as it ran (a decode
+phase runs its graph once per token; a graph Dynamo compiled again no longer runs). The training step adds its optimizer update (SGD with
 momentum runs on torch, not compiled: priced at its memory traffic, five float32 arrays the size of the
 parameters, over the target's bandwidth). Ops that ran on torch as fallbacks are not priced: their count is
 kept beside the prediction. Everything here is *predicted*: the model's own assumptions
@@ -65,16 +66,20 @@ def _peak(target, dtype: str, unit: str) -> float:
     raise TargetError(f"{target.name} has no peak for {dtype}")
 
 
-def predict_phase(session, target: str, *, parameters: int = 0) -> PhasePrediction:
-    """The predicted time of one call of the graphs `session` recorded, on `target` (plus an optimizer step
-    over `parameters` float32 parameters when given)."""
-    return predict_programs([c.program for c in compiled_programs(session)], target, parameters=parameters,
-                            fallbacks=fallback_ops(session))
+def predict_phase(session, target: str, *, parameters: int = 0, calls: list | None = None) -> PhasePrediction:
+    """The predicted time of one run of a phase on `target`, plus an optimizer step over `parameters` float32
+    parameters when given. `calls`: the (specialisation, times it ran) of one run of the phase (a decode phase
+    calls its graph once per token; a graph Dynamo compiled again no longer runs); by default every
+    specialisation `session` recorded, once."""
+    calls = calls if calls is not None else [(c, 1) for c in compiled_programs(session)]
+    return predict_programs([c.program for c, _ in calls], target, parameters=parameters,
+                            fallbacks=fallback_ops(session), times=[n for _, n in calls])
 
 
 def predict_programs(programs, target: str, *, parameters: int = 0, fallbacks: int = 0,
-                     bound: bool = False) -> PhasePrediction:
-    """The predicted time of running each of `programs` once on `target` (see the module's docstring).
+                     bound: bool = False, times: list[int] | None = None) -> PhasePrediction:
+    """The predicted time of running each of `programs` once (or `times[i]` times) on `target` (see the
+    module's docstring).
 
     `bound`: each kernel at its roofline bound instead (its launch, plus its flops at the target's listed peak on
     their unit, contractions on the matrix unit, or its compulsory bytes at the memory bandwidth, whichever is
@@ -86,27 +91,27 @@ def predict_programs(programs, target: str, *, parameters: int = 0, fallbacks: i
     kernels = 0
     bounds: dict[str, int] = {}
     bw = t.bandwidth("memory")
-    for program in programs:
+    for program, n in zip(programs, times or [1] * len(programs)):
         counts = program_counts(program)
         if bound:
             for kc in counts:
                 body = roofline_time(kc, t)
-                seconds += launch_time(t) + body
+                seconds += n * (launch_time(t) + body)
                 key = "launch" if launch_time(t) > body else "memory" if kc.bytes / bw >= body else "compute"
-                bounds[key] = bounds.get(key, 0) + 1
-            kernels += len(counts)
+                bounds[key] = bounds.get(key, 0) + n
+            kernels += n * len(counts)
         else:
             pred = predict_program(program, t, counts=counts)
-            seconds += pred.time_s
-            kernels += len(pred.kernels)
+            seconds += n * pred.time_s
+            kernels += n * len(pred.kernels)
             for k in pred.kernels:
-                bounds[k.bound] = bounds.get(k.bound, 0) + 1
+                bounds[k.bound] = bounds.get(k.bound, 0) + n
         for kc in counts:
-            nbytes += kc.bytes
-            memory += kc.bytes / bw
+            nbytes += n * kc.bytes
+            memory += n * kc.bytes / bw
             for (dt, unit), f in kc.flops.items():
-                flops += f
-                compute += f / _peak(t, dt, unit)
+                flops += n * f
+                compute += n * f / _peak(t, dt, unit)
     opt = 0.0
     if parameters:
         opt = 5 * 4 * parameters / bw          # SGD with momentum: read p, g, m; write p, m

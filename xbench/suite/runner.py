@@ -300,7 +300,8 @@ def _predict(res: Results, run: str, base: dict, r: E.Run, o: SuiteOptions, samp
     for phase, rec in r.sessions.items():
         for target in dict.fromkeys((*o.targets, o.reference)):
             try:
-                p = predict_phase(rec.session, target, parameters=params if phase == "step" else 0)
+                p = predict_phase(rec.session, target, parameters=params if phase == "step" else 0,
+                                  calls=r.calls.get(phase))
             except Exception as exc:
                 _error(res, run, base["workload"], f"predict {phase}", target, exc)
                 continue

@@ -122,6 +122,7 @@ class Compiled:
     trace_ms: float
     compile_ms: float
     program: Any
+    calls: int = 0                              # times this specialisation ran
 
 
 @dataclass
@@ -250,9 +251,14 @@ class GraphOp:
         return c
 
     def __call__(self, *args):
-        call, arrays = self.arguments(args)
+        return self.run(args, *self.arguments(args))
+
+    def run(self, args, call, arrays) -> list:
+        """The graph's outputs for `args` (with their `arguments`): the specialisation they call for, run and
+        counted."""
         c = self.compiled(args, call)
         self.calls += 1
+        c.calls += 1
         return self.assemble(c, c.artifact.run(*arrays), args)
 
     @staticmethod
