@@ -106,6 +106,26 @@ def test_merge_reads_result_files(quick_run, tmp_path):
     assert json.loads(out.read_text())["rows"] == res.to_dict()["rows"]
 
 
+def test_torch_failing_a_peer_is_reported_apart_and_only_xbench_failures_fail_the_run(tmp_path, capsys):
+    from xbench.suite.report import table
+    res = Results(errors=[
+        {"run": "r", "workload": "lstm_lm", "stage": "first call", "engine": "eager/bfloat16",
+         "error": "RuntimeError: could not create a primitive descriptor for the LSTM forward propagation primitive"}])
+    peer = tmp_path / "peer.json"
+    res.save(peer)
+    assert cli.main(["--merge", str(peer)]) == 0
+    out = capsys.readouterr().out
+    assert "torch could not run these peers here" in out and "lstm_lm first call eager/bfloat16" in out
+    assert res.peer_errors == res.errors and res.own_errors == []
+    res.errors.append({"run": "r", "workload": "lstm_lm", "stage": "first call", "engine": "xbench/bfloat16",
+                       "error": "BackendError: boom"})
+    own = tmp_path / "own.json"
+    res.save(own)
+    assert cli.main(["--merge", str(own)]) == 1
+    text = table(Results.load(own))
+    assert text.index("Errors\n  lstm_lm first call xbench/bfloat16") < text.index("torch could not run")
+
+
 def test_lowering_without_compiling_gives_the_programs_the_bridge_compiles():
     from xbench.suite.engines import runs
     from xbench.suite.predict import compiled_programs, lower_model, predict_programs

@@ -7,7 +7,8 @@
 
 Prints a progress line, then the tables (measured, predicted, the accuracy gate, memory, variable-length BERT)
 and the issue's targets; `--json` writes the results in the documented schema (docs/suite.md), `--html` a report
-with the cross-platform chart.
+with the cross-platform chart. Exits 1 when xbench or the suite failed somewhere (the tables list where), 0 when
+everything ran or only torch itself could not run a peer engine on this machine (listed apart).
 """
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.html:
         Path(args.html).write_text(html(res))
         print(f"report: {args.html}")
-    return 1 if res.errors else 0
+    return 1 if res.own_errors else 0        # torch failing a peer here is reported, not xbench's failure
 
 
 if __name__ == "__main__":

@@ -307,8 +307,11 @@ def table(res: Results, sections=SECTIONS, times: bool = False) -> str:
         parts += ["", f"Targets: {met} of {len(judged)} met"]
         parts += [f"  {'met   ' if t.ok else 'MISSED' if t.ok is False else 'claim '} {t.claim}: {t.measured}"
                   for t in ts]
-    if res.errors and "errors" in sections:
-        parts += ["", "Errors"] + [f"  {e['workload']} {e['stage']} {e['engine']}: {e['error']}" for e in res.errors]
+    if "errors" in sections:
+        for title, errors in (("Errors", res.own_errors),
+                              ("torch could not run these peers here (no xbench code ran in them)", res.peer_errors)):
+            if errors:
+                parts += ["", title] + [f"  {e['workload']} {e['stage']} {e['engine']}: {e['error']}" for e in errors]
     return "\n".join(parts).strip("\n")
 
 
@@ -403,10 +406,11 @@ def html(res: Results, chart: bool = True) -> str:
             f"<li class='{'met' if t.ok else 'miss' if t.ok is False else 'note'}'>"
             f"{'met' if t.ok else 'missed' if t.ok is False else 'claim'}: {_html.escape(t.claim)} "
             f"&mdash; {_html.escape(t.measured)}</li>" for t in ts) + "</ul>")
-    if res.errors:
-        out.append("<h2>Errors</h2><ul>" + "".join(
-            f"<li>{_html.escape(e['workload'])} {_html.escape(e['stage'])} {_html.escape(e['engine'])}: "
-            f"{_html.escape(e['error'])}</li>" for e in res.errors) + "</ul>")
+    for title, errors in (("Errors", res.own_errors), ("torch could not run these peers here", res.peer_errors)):
+        if errors:
+            out.append(f"<h2>{title}</h2><ul>" + "".join(
+                f"<li>{_html.escape(e['workload'])} {_html.escape(e['stage'])} {_html.escape(e['engine'])}: "
+                f"{_html.escape(e['error'])}</li>" for e in errors) + "</ul>")
     out.append("</body></html>")
     return "\n".join(out)
 

@@ -68,6 +68,9 @@ def _gpu() -> str | None:
         return None
 
 
+PEERS = ("eager", "inductor")
+
+
 @dataclass
 class Results:
     """A results document (`to_dict` is the JSON)."""
@@ -91,6 +94,16 @@ class Results:
         row = {"run": run, **row}
         self.rows.append(row)
         return row
+
+    @property
+    def peer_errors(self) -> list[dict]:
+        """Failures of torch itself running a peer engine (eager, Inductor): no xbench code ran in them."""
+        return [e for e in self.errors if e["engine"].split("/")[0] in PEERS]
+
+    @property
+    def own_errors(self) -> list[dict]:
+        """Every other failure: xbench's, or the suite's."""
+        return [e for e in self.errors if e not in self.peer_errors]
 
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "runs": self.runs, "rows": self.rows, "gate": self.gate, "varlen": self.varlen,
