@@ -1,6 +1,6 @@
 """`python -m xbench suite`: the cross-platform benchmark suite.
 
-    python -m xbench suite                          the full suite (bench sizes; about 40 minutes here)
+    python -m xbench suite                          the full suite (bench sizes; about half an hour here)
     python -m xbench suite --quick                  tiny sizes, eager against xbench, float32 (a minute or two)
     python -m xbench suite --only bert,dlrm --targets h100,ascend-910b --json out.json --html out.html
     python -m xbench suite --merge a.json b.json --json all.json --html all.html     (runs from other machines)
