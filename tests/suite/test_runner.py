@@ -75,7 +75,7 @@ def test_a_phase_is_priced_by_the_calls_of_its_last_run():
     times the calls, per token the graph's once; each run's calls are that run's, not a running total."""
     from xbench.hw.predict import predict_program
     from xbench.suite.engines import runs
-    from xbench.suite.predict import compiled_programs, predict_phase
+    from xbench.suite.predict import compiled_programs, count_programs, predict_phase
     from xbench.suite.workloads import WORKLOADS
     w = WORKLOADS["gpt2"]
     r = runs(w, "tiny", ("xbench",), ("float32",))[0]
@@ -89,6 +89,9 @@ def test_a_phase_is_priced_by_the_calls_of_its_last_run():
     assert p.seconds == pytest.approx(n * predict_program(decode.program, "a100").time_s)
     assert p.kernels == n * len(decode.program.kernels)
     assert predict_phase(r.sessions["decode"].session, "a100").seconds == pytest.approx(p.seconds / n)
+    counted = predict_phase(r.sessions["decode"].session, "a100", calls=r.calls["decode"],
+                            counts=count_programs([decode.program]))           # counted once for every target
+    assert (counted.seconds, counted.bytes, counted.kernels) == (p.seconds, p.bytes, p.kernels)
 
 
 def test_bad_options_are_refused_with_the_names(capsys):

@@ -66,47 +66,60 @@ def _peak(target, dtype: str, unit: str) -> float:
     raise TargetError(f"{target.name} has no peak for {dtype}")
 
 
-def predict_phase(session, target: str, *, parameters: int = 0, calls: list | None = None) -> PhasePrediction:
-    """The predicted time of one run of a phase on `target`, plus an optimizer step over `parameters` float32
-    parameters when given. `calls`: the (specialisation, times it ran) of one run of the phase (a decode phase
-    calls its graph once per token; a graph Dynamo compiled again no longer runs); by default every
+def phase_calls(session, calls: list | None = None) -> list:
+    """(specialisation, times it ran) of one run of a phase: `calls` as a `Run` recorded them (a decode phase
+    calls its graph once per token; a graph Dynamo compiled again no longer runs), by default every
     specialisation `session` recorded, once."""
-    calls = calls if calls is not None else [(c, 1) for c in compiled_programs(session)]
+    return calls if calls is not None else [(c, 1) for c in compiled_programs(session)]
+
+
+def count_programs(programs) -> list:
+    """Each program's kernel counts (`xbench.hw.predict.program_counts`): the same on every target, so counted
+    once for all of them (at bench sizes the counting is most of a prediction's time)."""
+    from ..hw.predict import program_counts
+    return [program_counts(p) for p in programs]
+
+
+def predict_phase(session, target: str, *, parameters: int = 0, calls: list | None = None,
+                  counts: list | None = None) -> PhasePrediction:
+    """The predicted time of one run of a phase on `target` (`phase_calls`), plus an optimizer step over
+    `parameters` float32 parameters when given; `counts`: `count_programs` of its programs, if already counted."""
+    calls = phase_calls(session, calls)
     return predict_programs([c.program for c, _ in calls], target, parameters=parameters,
-                            fallbacks=fallback_ops(session), times=[n for _, n in calls])
+                            fallbacks=fallback_ops(session), times=[n for _, n in calls], counts=counts)
 
 
 def predict_programs(programs, target: str, *, parameters: int = 0, fallbacks: int = 0,
-                     bound: bool = False, times: list[int] | None = None) -> PhasePrediction:
+                     bound: bool = False, times: list[int] | None = None, counts: list | None = None) -> PhasePrediction:
     """The predicted time of running each of `programs` once (or `times[i]` times) on `target` (see the
-    module's docstring).
+    module's docstring); `counts`: `count_programs(programs)`, if already counted.
 
     `bound`: each kernel at its roofline bound instead (its launch, plus its flops at the target's listed peak on
     their unit, contractions on the matrix unit, or its compulsory bytes at the memory bandwidth, whichever is
     longer): what the chip allows for this work, whoever writes the kernels. xbench's own kernels on a GPU run
     their contractions on CUDA cores; comparing chips through them compares code generators, not hardware."""
-    from ..hw.predict import launch_time, predict_program, program_counts, roofline_time
+    from ..hw.predict import launch_time, predict_program, roofline_time
     t = get_target(target)
     seconds = flops = nbytes = compute = memory = 0.0
     kernels = 0
     bounds: dict[str, int] = {}
     bw = t.bandwidth("memory")
-    for program, n in zip(programs, times or [1] * len(programs)):
-        counts = program_counts(program)
+    programs = list(programs)
+    for program, n, kcs in zip(programs, times or [1] * len(programs), counts if counts is not None else count_programs(programs)):
         if bound:
-            for kc in counts:
+            for kc in kcs:
                 body = roofline_time(kc, t)
                 seconds += n * (launch_time(t) + body)
                 key = "launch" if launch_time(t) > body else "memory" if kc.bytes / bw >= body else "compute"
                 bounds[key] = bounds.get(key, 0) + n
-            kernels += n * len(counts)
+            kernels += n * len(kcs)
         else:
-            pred = predict_program(program, t, counts=counts)
+            pred = predict_program(program, t, counts=kcs)
             seconds += n * pred.time_s
             kernels += n * len(pred.kernels)
             for k in pred.kernels:
                 bounds[k.bound] = bounds.get(k.bound, 0) + n
-        for kc in counts:
+        for kc in kcs:
             nbytes += n * kc.bytes
             memory += n * kc.bytes / bw
             for (dt, unit), f in kc.flops.items():

@@ -24,7 +24,7 @@ from ..backends.cpu.runtime import release
 from ..config import environ, in_notebook
 from . import engines as E
 from .gate import STEPS, gate
-from .predict import REFERENCE, TARGETS, predict_phase
+from .predict import REFERENCE, TARGETS, count_programs, phase_calls, predict_phase
 from .results import Results
 from .timing import alternate, first_call
 from .workloads import WORKLOADS, dynamo_settings
@@ -298,10 +298,16 @@ def _predict(res: Results, run: str, base: dict, r: E.Run, o: SuiteOptions, samp
     params = sum(p.numel() for p in r.base.parameters() if p.requires_grad) if r.mode == "train" else 0
     per_target: dict[str, dict[str, float]] = {}
     for phase, rec in r.sessions.items():
+        calls = phase_calls(rec.session, r.calls.get(phase))
+        try:
+            counts = count_programs(c.program for c, _ in calls)
+        except Exception as exc:
+            _error(res, run, base["workload"], f"predict {phase}", "", exc)
+            continue
         for target in dict.fromkeys((*o.targets, o.reference)):
             try:
-                p = predict_phase(rec.session, target, parameters=params if phase == "step" else 0,
-                                  calls=r.calls.get(phase))
+                p = predict_phase(rec.session, target, parameters=params if phase == "step" else 0, calls=calls,
+                                  counts=counts)
             except Exception as exc:
                 _error(res, run, base["workload"], f"predict {phase}", target, exc)
                 continue
@@ -351,10 +357,16 @@ def _published(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress
                     engine="xbench", source="predicted")
         per: dict[str, float] = {}
         hardware: dict[str, float] = {}       # every kernel at its roofline bound
+        programs = [x.program for x in lowered]
+        try:
+            counts = count_programs(programs)
+        except Exception as exc:
+            _error(res, run, name, f"published size ({precision}) predict", "", exc)
+            continue
         for target in dict.fromkeys((*o.targets, o.reference)):
             try:
-                p = predict_programs([x.program for x in lowered], target, parameters=params)
-                hardware[target] = samples / predict_programs([x.program for x in lowered], target, parameters=params,
+                p = predict_programs(programs, target, parameters=params, counts=counts)
+                hardware[target] = samples / predict_programs(programs, target, parameters=params, counts=counts,
                                                               bound=True).seconds
             except Exception as exc:
                 _error(res, run, name, f"published size ({precision}) predict", target, exc)
