@@ -76,6 +76,12 @@ class Artifact(ABC):
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Run on arrays in `program.inputs` order (C-contiguous); one array per program output."""
 
+    def consume(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """`run(*arrays)` for a list the caller gives up: a backend that frees memory early (cpu) empties the
+        list and lets each input go after the last kernel that reads it, so an input nothing else holds is freed
+        while the rest of the program runs."""
+        return self.run(*arrays)
+
     def check_inputs(self, arrays) -> list[np.ndarray]:
         """The arrays given to `run`, checked against what this artifact was compiled for: one per program input,
         each of the input's shape and dtype (another byte order is converted), C-contiguous, aligned and writable

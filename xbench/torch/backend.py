@@ -163,6 +163,13 @@ def _checked(op: GraphOp, gm: fx.GraphModule):
     return Checked(op, gm)
 
 
+def _consuming(op: GraphOp):
+    def boxed(args: list):
+        return op.consume(args)
+    boxed._boxed_call = True
+    return boxed
+
+
 def xbench_backend(gm: fx.GraphModule, example_inputs, options: dict | None = None):
     """The Dynamo backend (entry point `torch_dynamo_backends: xbench`)."""
     from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
@@ -174,7 +181,8 @@ def xbench_backend(gm: fx.GraphModule, example_inputs, options: dict | None = No
 
     def compiler(kind):
         def fn(g: fx.GraphModule, inputs):
-            return make_boxed_func(compile_graph(g, kind, session, opts))
+            compiled = compile_graph(g, kind, session, opts)
+            return _consuming(compiled) if isinstance(compiled, GraphOp) else make_boxed_func(compiled)
         return fn
 
     aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),

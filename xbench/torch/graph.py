@@ -261,6 +261,19 @@ class GraphOp:
         c.calls += 1
         return self.assemble(c, c.artifact.run(*arrays), args)
 
+    def consume(self, args: list) -> list:
+        """`self(*args)` for AOTAutograd's boxed call, whose caller gives the list up: the list is emptied and
+        each input let go inside the program after its last reader, so a backward graph's saved activations are
+        freed while it runs instead of all living to its end."""
+        call, arrays = self.arguments(args)
+        c = self.compiled(args, call)
+        passed = {v: args[v] for kind, v in c.plan if kind == "input"}
+        del call
+        args.clear()
+        self.calls += 1
+        c.calls += 1
+        return self.assemble(c, c.artifact.consume(arrays), passed)
+
     @staticmethod
     def assemble(c: Compiled, outs: list[np.ndarray], args) -> list:
         """The graph's outputs: xbench's results as tensors over their memory, inputs passed through as given."""

@@ -156,7 +156,13 @@ class CpuArtifact(Artifact):
     const_args: tuple = ()
 
     def run(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        outs = self.module.run(*self._args(arrays), *self.const_args)
+        return self.consume(list(arrays))
+
+    def consume(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        args = self._args(arrays)
+        arrays.clear()
+        args += self.const_args
+        outs = self.module.run(args)
         return [o if dt is None else o.view(dt) for o, dt in zip(outs, self._lowp[1])]
 
     def kernel_runners(self, *arrays: np.ndarray) -> dict:

@@ -362,12 +362,14 @@ class ModuleWriter:
         return src.text() + "\n"
 
     def host(self) -> str:
-        """`buffers(...)` runs every kernel and returns all buffers by name (for profiles); `run(...)` returns
-        the outputs, holding each temporary only from the kernel that first uses it to the one that last does,
-        so its block goes back to the host pool for the kernels after; `KERNELS` lists each kernel with its
-        buffer parameters (for timing kernels one by one)."""
+        """`buffers(...)` runs every kernel and returns all buffers by name (for profiles); `run(args)` takes
+        the list of inputs and constants, empties it, and returns the outputs, holding each buffer only from the
+        kernel that first uses it (an output: writes it) to the one that last does (a temporary, an input), so
+        a temporary's block goes back to the host pool for the kernels after, and an input the caller gave up
+        is freed; `KERNELS` lists each kernel with its buffer parameters (for timing kernels one by one)."""
         p = self.program
-        args = ", ".join(p.inputs + [n for n, b in p.buffers.items() if b.role == "const"])
+        names = p.inputs + [n for n, b in p.buffers.items() if b.role == "const"]
+        args = ", ".join(names)
         src = Source()
         src(f"def buffers({args}):")
         with src.indent():
@@ -378,10 +380,14 @@ class ModuleWriter:
             src("return {" + ", ".join(f"{n!r}: {n}" for n in p.buffers) + "}")
         src()
         src()
-        src(f"def run({args}):")
+        src("def run(args):")
         with src.indent():
+            if names:
+                src(f"{args}, = args")
+            src("args.clear()")
+            written = {name for k in p.kernels for name in self.params(k)}
             for name, b in p.buffers.items():
-                if b.role == "output":
+                if b.role == "output" and name not in written:
                     src(self.alloc(name))
             self.calls(src, lifetimes=True)
             src(f"return [{', '.join(p.outputs)}]")
@@ -404,15 +410,18 @@ class ModuleWriter:
         return f"{name} = _xb_empty({tuple(b.shape)!r}, np.{storage_dtype(b.dtype).name})"
 
     def calls(self, src: Source, lifetimes: bool = False) -> None:
-        """The kernel calls in order; with `lifetimes`, each temporary allocated just before its first user and
-        deleted after its last. Kernels on one BLAS thread share a `with` block with their neighbours that call
-        no BLAS at all."""
+        """The kernel calls in order; with `lifetimes`, each temporary and output allocated just before its
+        first user, and each temporary and input let go after its last (an input's memory is freed there when
+        the caller kept no other reference). Kernels on one BLAS thread share a `with` block with their
+        neighbours that call no BLAS at all."""
         p = self.program
         first, last = {}, {}
         for i, k in enumerate(p.kernels):
             for name in self.params(k):
-                if p.buffers[name].role == "temp":
+                role = p.buffers[name].role
+                if role in ("temp", "output"):
                     first.setdefault(name, i)
+                if role in ("temp", "input") and name not in p.outputs:
                     last[name] = i
         serial = False
         for i, k in enumerate(p.kernels):

@@ -313,7 +313,7 @@ class ContractWriter:
             self._tap_weights(src, plan, c.dtype)
             src(f"_U = _xb_new((16, {M}, {C}), {ty})")
             src("_xb_wino_weights(_W, _U)")
-            rows = winograd.block_rows(tw)
+            rows = min(th, winograd.block_rows(tw))          # a small image's block: its own tiles, no more
             block = [f"_V = _xb_new((16, {C}, {rows * tw}), {ty})", f"_T = _xb_new((16, {M}, {rows * tw}), {ty})"]
             scratch = [f"_X = _xb_new_zeros(({C}, {hp * wp}), {ty})", f"_C = _xb_new(({M}, {4 * T}), {ty})"]
             self._batch_loop(src, B, per_batch, scratch + (block if per_batch else []))
