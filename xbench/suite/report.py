@@ -192,7 +192,7 @@ def memory_rows(res: Results) -> tuple[list[str], list[list[str]]]:
             "bf16/f32 saved"]
     rows = []
     for name in workloads_in(res):
-        for e in ("eager", "xbench"):
+        for e in ("eager", "inductor", "xbench"):
             p = [res.value(workload=name, engine=e, precision=q, metric="peak_activation_bytes")
                  for q in ("float32", "bfloat16")]
             s = [res.value(workload=name, engine=e, precision=q, metric="saved_activation_bytes")

@@ -4,8 +4,8 @@ Per workload, in one process: each engine and precision gets its own copy of the
 (compilation) are timed one by one, then the runs alternate (`timing.alternate`); each xbench run's recorded
 graphs are priced on the prediction targets (`predict`); the accuracy gate runs the workload at the gate size on
 each gate backend (`gate`), and a failure is bisected to its operator (`xbench.torch.bisect`). A training
-workload's eager and xbench runs, just timed, then measure one step's peak activation memory (`memory`: warm,
-so nothing is compiled again for it). Last, the variable-length BERT stream (`varlen`). A failure is recorded (`Results.errors`) and the run goes on with the rest.
+workload's runs, just timed (eager, Inductor, xbench), then measure one step's peak activation memory
+(`memory`: warm, so nothing is compiled again for it). Last, the variable-length BERT stream (`varlen`). A failure is recorded (`Results.errors`) and the run goes on with the rest.
 """
 from __future__ import annotations
 
@@ -242,7 +242,7 @@ def _measure(res: Results, run: str, name: str, o: SuiteOptions, bar: Progress, 
         if o.memory and w.mode == "train":
             bar.note(f"{name}: peak activation memory")
             with clock("memory"):
-                _memory(res, run, name, [r for r in alive if r.engine in ("eager", "xbench")])
+                _memory(res, run, name, alive)
     for r in alive:
         samples = w.batch_size(r.batch)
         phases = timings[r.name]
