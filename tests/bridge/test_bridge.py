@@ -244,6 +244,33 @@ def test_batch_norm_running_statistics_are_updated_like_eager():
     assert int(mine[1].num_batches_tracked) == 2
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_under_bfloat16_autocast_stays_in_one_graph(training):
+    # a bfloat16 input with float32 weights and statistics: the output in bfloat16, the saved statistics in the
+    # dtype the graph records (each batch norm once fell back to torch here, splitting the graph around it)
+    def net():
+        torch.manual_seed(3)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                   torch.nn.Conv2d(4, 2, 3)).train(training)
+
+    mine, theirs = net(), net()
+    x = torch.randn(2, 3, 8, 8)
+    with xt.recording() as session, torch.autocast("cpu", dtype=torch.bfloat16), \
+            torch.set_grad_enabled(training):
+        got, want = torch.compile(mine, backend="xbench")(x), theirs(x)
+        if training:
+            got.float().square().sum().backward()
+            want.float().square().sum().backward()
+    assert got.dtype == want.dtype == torch.bfloat16
+    close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
+    # one xbench partition per graph; torch keeps only the running statistics' in-place copies (training)
+    assert all(len(g.partitions) == 1 and all("copy_" in f.op for f in g.fallbacks) for g in session.graphs)
+    assert len(session.graphs) == (2 if training else 1)
+    if training:
+        close(mine[0].weight.grad, theirs[0].weight.grad, rtol=5e-2, atol=5e-2)
+        close(mine[1].running_mean, theirs[1].running_mean, rtol=1e-2, atol=1e-2)
+
+
 def test_mutated_inputs_aliased_outputs_and_graph_constants():
     def f(x, buf):
         buf.add_(1.0)                                    # an input mutated in place (AOT copies it back)

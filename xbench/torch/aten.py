@@ -348,26 +348,22 @@ def _scatter_value(self, dim: int, index, value, reduce=None):
     return _lib("scatter", self, dim, index, value=value, reduce=reduce)
 
 
+def _stats_in_input_dtype(input, outs):
+    """Batch norm's saved statistics in the input's dtype, as the graph records them: torch's CPU decomposition,
+    which gives the graph its dtypes, casts them so (its CPU kernel keeps float32 ones under autocast)."""
+    out, mean, rstd, *running = outs
+    return (out, mean.astype(input.dtype), rstd.astype(input.dtype), *running)
+
+
+# the library's operators normalise a 16-bit input in float32 and give its output in the input's dtype
 @lowering("_native_batch_norm_legit_functional")
-def _batch_norm_functional(input, weight, bias, running_mean, running_var, training: bool, momentum: float,
-                           eps: float):
-    out, mean, rstd = _lib("native_batch_norm", input, weight, bias, running_mean, running_var, training,
-                           momentum, eps)
-    if not training:
-        return out, mean, rstd, running_mean, running_var
-    axes = (0,) + tuple(range(2, input.ndim))
-    n = 1
-    for a in axes:
-        n *= input.shape[a]
-    var = xb.var(input.astype("float32"), axis=axes, ddof=1) if n > 1 else xb.zeros_like(running_var)
-    new_mean = running_mean * (1.0 - momentum) + mean.reshape(running_mean.shape).astype(running_mean.dtype) * momentum
-    new_var = running_var * (1.0 - momentum) + var.astype(running_var.dtype) * momentum
-    return out, mean, rstd, new_mean, new_var
+def _batch_norm_functional(input, *args, **kwargs):
+    return _stats_in_input_dtype(input, _lib("_native_batch_norm_legit_functional", input, *args, **kwargs))
 
 
 @lowering("_native_batch_norm_legit_no_training")
-def _batch_norm_inference(input, weight, bias, running_mean, running_var, momentum: float, eps: float):
-    return _lib("native_batch_norm", input, weight, bias, running_mean, running_var, False, momentum, eps)
+def _batch_norm_inference(input, *args, **kwargs):
+    return _stats_in_input_dtype(input, _lib("_native_batch_norm_legit_no_training", input, *args, **kwargs))
 
 
 @lowering("_native_batch_norm_legit.no_stats")
