@@ -36,17 +36,21 @@ def _norm_axes(input, normalized_shape) -> tuple[int, ...]:
 
 
 def _layer_norm(input, normalized_shape, weight, bias, eps):
+    """(out, mean, rstd), computed in float32 for 16-bit inputs, as PyTorch's CPU kernel does: out in the input's
+    dtype, the statistics in `_stats_dtype`'s."""
     axes = _norm_axes(input, normalized_shape)
-    mean = input.mean(axis=axes, keepdims=True)
-    centered = input - mean
+    x = _wide(input)
+    mean = x.mean(axis=axes, keepdims=True)
+    centered = x - mean
     var = (centered * centered).mean(axis=axes, keepdims=True)
     rstd = xb.rsqrt(var + eps)
     out = centered * rstd
     if weight is not None:
-        out = out * weight
+        out = out * _wide(weight)
     if bias is not None:
-        out = out + bias
-    return out, mean, rstd
+        out = out + _wide(bias)
+    sdt = _stats_dtype(input, weight)
+    return _narrow(out, input), mean.astype(sdt), rstd.astype(sdt)
 
 
 def _ln_samples(affine: bool = True, last_two: bool = True):
@@ -154,6 +158,11 @@ def _wide(x):
     return x.astype("float32") if x.dtype in ("float16", "bfloat16") else x
 
 
+def _narrow(out, input):
+    """A result computed in float32 for a 16-bit input, rounded back to the input's dtype."""
+    return out.astype(input.dtype) if input.dtype in ("float16", "bfloat16") else out
+
+
 def _rms(input, normalized_shape, eps):
     """(input / rms, 1 / rms) in float32 for 16-bit inputs (eps=None: float32's epsilon then), the first
     rounded back to the input dtype: PyTorch's rms_norm."""
@@ -218,25 +227,28 @@ def _bn_samples(dtype, shapes):
 
 
 def _batch_norm(input, weight, bias, running_mean, running_var, training: bool, eps: float):
+    """(out, save_mean, save_invstd), computed in float32 for 16-bit inputs: out in the input's dtype, the
+    statistics in `_stats_dtype`'s."""
     axes = (0,) + tuple(range(2, input.ndim))
+    x, sdt = _wide(input), _stats_dtype(input, weight, running_mean)
     if training:
-        mean = input.mean(axis=axes, keepdims=True)
-        centered = input - mean
+        mean = x.mean(axis=axes, keepdims=True)
+        centered = x - mean
         var = (centered * centered).mean(axis=axes, keepdims=True)
         invstd = xb.rsqrt(var + eps)
-        save_mean, save_invstd = mean.reshape(-1), invstd.reshape(-1)
+        save_mean, save_invstd = mean.reshape(-1).astype(sdt), invstd.reshape(-1).astype(sdt)
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm in inference (training=False) needs running_mean and running_var")
-        centered = input - _channel(running_mean, input.ndim)
-        invstd = _channel(xb.rsqrt(running_var + eps), input.ndim)
-        save_mean = save_invstd = xb.zeros((0,), input.dtype)
+        centered = x - _channel(_wide(running_mean), input.ndim)
+        invstd = _channel(xb.rsqrt(_wide(running_var) + eps), input.ndim)
+        save_mean = save_invstd = xb.zeros((0,), sdt)
     out = centered * invstd
     if weight is not None:
-        out = out * _channel(weight, input.ndim)
+        out = out * _channel(_wide(weight), input.ndim)
     if bias is not None:
-        out = out + _channel(bias, input.ndim)
-    return out, save_mean, save_invstd
+        out = out + _channel(_wide(bias), input.ndim)
+    return _narrow(out, input), save_mean, save_invstd
 
 
 @register("normalization", samples=_bn_samples, torch="torch.nn.functional.batch_norm",
@@ -265,17 +277,18 @@ def native_batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
     return _batch_norm(input, weight, bias, running_mean, running_var, training, eps)
 
 
-def _stats_dtype(input, running_mean):
-    """The dtype ATen's CPU batch norm gives its statistics: the running statistics' (float32 ones for a 16-bit
-    input under autocast), else the input's."""
-    return running_mean.dtype if running_mean is not None else input.dtype
+def _stats_dtype(input, *params):
+    """The dtype ATen's CPU norms give their statistics: float32 for a 16-bit input with float32 weights or
+    running statistics (autocast's mix), else the input's."""
+    wider = [p.dtype for p in params if p is not None and p.dtype != input.dtype]
+    return wider[0] if wider and input.dtype in ("float16", "bfloat16") else input.dtype
 
 
 def _bn_train(input, weight, bias, running_mean, running_var, training: bool, momentum: float, eps: float):
     """(out, save_mean, save_invstd, new running_mean, new running_var), computed in float32 for 16-bit inputs:
     the running statistics move by `momentum` towards the batch mean and the unbiased batch variance."""
     axes = (0,) + tuple(range(2, input.ndim))
-    sdt = _stats_dtype(input, running_mean)
+    sdt = _stats_dtype(input, weight, running_mean)
     if not training:
         out = _batch_norm(_wide(input), _opt(weight), _opt(bias), _wide(running_mean), _wide(running_var), False,
                           eps)[0]
@@ -402,20 +415,24 @@ def _spatial(x) -> int:
 
 
 def _group_norm(input, num_groups: int, weight, bias, eps: float):
+    """(out, mean, rstd), computed in float32 for 16-bit inputs: out in the input's dtype, the statistics in
+    `_stats_dtype`'s."""
     n, c = input.shape[0], input.shape[1]
     if c % num_groups:
         raise ValueError(f"group_norm: {c} channels do not split into {num_groups} groups")
-    g = input.reshape((n, num_groups, c // num_groups * _spatial(input)))     # (-1 is ambiguous when n is 0)
+    sdt = _stats_dtype(input, weight)
+    g = _wide(input).reshape((n, num_groups, c // num_groups * _spatial(input)))  # (-1 is ambiguous when n is 0)
     mean = g.mean(axis=-1, keepdims=True)
     centered = g - mean
     var = (centered * centered).mean(axis=-1, keepdims=True)
     rstd = xb.rsqrt(var + eps)
     out = (centered * rstd).reshape(input.shape)
     if weight is not None:
-        out = out * _channel(weight, input.ndim)
+        out = out * _channel(_wide(weight), input.ndim)
     if bias is not None:
-        out = out + _channel(bias, input.ndim)
-    return out, mean.reshape((n, num_groups)), rstd.reshape((n, num_groups))
+        out = out + _channel(_wide(bias), input.ndim)
+    return (_narrow(out, input), mean.reshape((n, num_groups)).astype(sdt),
+            rstd.reshape((n, num_groups)).astype(sdt))
 
 
 def _gn_samples(dtype, shapes):

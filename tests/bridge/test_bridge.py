@@ -108,6 +108,27 @@ def test_a_rule_that_breaks_leaves_the_op_on_torch_and_says_it_is_xbenchs_bug(mo
         close(torch.compile(m, backend="xbench", options={"fallback_ops": ["aten.gelu.default"]})(x), m(x))
 
 
+def test_a_rule_that_returns_the_wrong_dtype_is_a_bug_warned_of_like_one_that_raises(monkeypatch):
+    gelu = aten.library_call(xb.ops.get("gelu"))
+
+    def widened(x, approximate="none"):
+        return gelu(x, approximate).astype(xb.float64)      # no exception: the probe's type check must catch it
+
+    monkeypatch.setitem(aten.RULES, "gelu", widened)
+    torch._dynamo.reset()
+    m = MLP().eval()
+    x = torch.randn(4, 12)
+    with torch.no_grad():
+        with pytest.warns(UserWarning, match=r"aten\.gelu\.default .*wrong type .*please report"):
+            close(torch.compile(m, backend="xbench")(x), m(x))
+        with pytest.warns(UserWarning, match="please report"):
+            e = xt.explain(m, x)
+    (fallback,) = e.fallbacks
+    assert fallback.defect
+    assert fallback.reason == ("xbench's rule for it returned the wrong type (lowers to float64[4, 24], "
+                               "ATen gives float32[4, 24]); please report it")
+
+
 def test_the_float64_reference_of_an_op_torch_refuses_in_float64_is_torch_in_its_own_dtypes(caplog):
     from xbench.torch.verify import OpCheck, _run_torch
 
@@ -269,6 +290,31 @@ def test_batch_norm_under_bfloat16_autocast_stays_in_one_graph(training):
     if training:
         close(mine[0].weight.grad, theirs[0].weight.grad, rtol=5e-2, atol=5e-2)
         close(mine[1].running_mean, theirs[1].running_mean, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("norm", ["layer", "group", "instance"])
+def test_norms_of_a_bfloat16_input_under_autocast_stay_in_one_graph(norm):
+    # CPU autocast leaves these norms alone: a bfloat16 activation meets float32 weights, ATen's output is
+    # bfloat16 and the graph records bfloat16 statistics (SegFormer's layer norms each fell back to torch on this,
+    # and every group and instance norm did)
+    def net():
+        torch.manual_seed(4)
+        layer = {"layer": lambda: torch.nn.LayerNorm([4, 6, 6]), "group": lambda: torch.nn.GroupNorm(2, 4),
+                 "instance": lambda: torch.nn.InstanceNorm2d(4, affine=True)}[norm]()
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), layer, torch.nn.Conv2d(4, 2, 3))
+
+    mine, theirs = net(), net()
+    x = torch.randn(2, 3, 8, 8)
+    with xt.recording() as session, torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = torch.compile(mine, backend="xbench")(x), theirs(x)
+        got.float().square().sum().backward()
+        want.float().square().sum().backward()
+    assert got.dtype == want.dtype == torch.bfloat16
+    close(got.float(), want.float(), rtol=3e-2, atol=3e-2)
+    assert [(len(g.partitions), len(g.fallbacks)) for g in session.graphs] == [(1, 0), (1, 0)]
+    for i in (0, 1):     # through the norm's backward (the conv's bias gradient is 0 under an instance norm)
+        a, b = mine[i].weight.grad, theirs[i].weight.grad
+        close(a, b, rtol=3e-2, atol=3e-2 * b.abs().max().item())
 
 
 def test_mutated_inputs_aliased_outputs_and_graph_constants():

@@ -349,26 +349,37 @@ def _scatter_value(self, dim: int, index, value, reduce=None):
 
 
 def _stats_in_input_dtype(input, outs):
-    """Batch norm's saved statistics in the input's dtype, as the graph records them: torch's CPU decomposition,
-    which gives the graph its dtypes, casts them so (its CPU kernel keeps float32 ones under autocast)."""
+    """A norm's saved statistics in the input's dtype, as the graph records them: torch's decompositions, which
+    give the graph its dtypes, cast them so (its CPU kernels keep float32 ones under autocast)."""
     out, mean, rstd, *running = outs
     return (out, mean.astype(input.dtype), rstd.astype(input.dtype), *running)
 
 
-# the library's operators normalise a 16-bit input in float32 and give its output in the input's dtype
-@lowering("_native_batch_norm_legit_functional")
-def _batch_norm_functional(input, *args, **kwargs):
-    return _stats_in_input_dtype(input, _lib("_native_batch_norm_legit_functional", input, *args, **kwargs))
+def _stats_as_recorded(name: str) -> Rule:
+    # the library's norms compute a 16-bit input in float32 and give its output in the input's dtype
+    def rule(input, *args, **kwargs):
+        return _stats_in_input_dtype(input, _lib(name, input, *args, **kwargs))
+    return rule
 
 
-@lowering("_native_batch_norm_legit_no_training")
-def _batch_norm_inference(input, *args, **kwargs):
-    return _stats_in_input_dtype(input, _lib("_native_batch_norm_legit_no_training", input, *args, **kwargs))
+for _name in ("native_batch_norm", "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
+              "native_layer_norm", "native_group_norm"):
+    lowering(_name)(_stats_as_recorded(_name))
 
 
 @lowering("_native_batch_norm_legit.no_stats")
 def _batch_norm_no_stats(input, weight, bias, training: bool, momentum: float, eps: float):
-    return _lib("native_batch_norm", input, weight, bias, None, None, training, momentum, eps)
+    return _stats_in_input_dtype(input, _lib("native_batch_norm", input, weight, bias, None, None, training,
+                                             momentum, eps))
+
+
+@lowering("native_group_norm_backward")
+def _group_norm_backward(grad_out, input, mean, rstd, weight, *args):
+    # torch's decomposition computes in float32 and casts every gradient to its tensor arguments' promoted
+    # dtype: float32 under autocast, where the weight is float32 (its CPU kernel keeps grad_input 16-bit)
+    wide = functools.reduce(xb.dtypes.promote, [t.dtype for t in (grad_out, input, mean, rstd, weight) if t is not None])
+    grads = _lib("native_group_norm_backward", grad_out, input, mean, rstd, weight, *args)
+    return tuple(g.astype(wide) for g in grads)
 
 
 @lowering("_scaled_dot_product_flash_attention_for_cpu")

@@ -1,7 +1,8 @@
 """Which nodes of a captured graph xbench runs, and the partitions they form.
 
 `probe` lowers every node once, on values shaped like the node's example inputs: a node whose op has no rule,
-whose rule raises, or whose result's shape or dtype differs from ATen's is unsupported, with the reason. Its
+whose rule raises, or whose result's shape or dtype differs from ATen's is unsupported, with the reason (the
+last two are xbench's bugs, and warned of). Its
 output is stood in for by a value of ATen's shape, so the nodes after it are probed too. When every node is
 supported the whole graph is one partition; otherwise torch's capability-based partitioner groups the
 supported nodes into the largest partitions that do not depend on each other through a fallback.
@@ -29,7 +30,7 @@ class Fallback:
     op: str
     reason: str
     where: str
-    defect: bool = False                # xbench's rule for the op raised: a bug of xbench's, not a missing op
+    defect: bool = False                # xbench's rule for the op raised or mistyped: a bug, not a missing op
 
     def __str__(self) -> str:
         return f"{self.op} ({self.node}): {self.reason}" + (f"  [{self.where}]" if self.where else "")
@@ -56,7 +57,7 @@ def probe(gm: fx.GraphModule, keep: tuple = ()) -> dict[fx.Node, Fallback]:
                         loc = node_location(node)
                         unsupported[node] = Fallback(node.name, t.text, why,
                                                      f"{loc.filename}:{loc.lineno}" if loc else "",
-                                                     why.startswith(RULE_FAILED))
+                                                     why.startswith((RULE_FAILED, RULE_MISTYPED)))
                         got = meta_vars(node.meta.get("val"))
                     env[node] = got
         finally:
@@ -65,6 +66,7 @@ def probe(gm: fx.GraphModule, keep: tuple = ()) -> dict[fx.Node, Fallback]:
 
 
 RULE_FAILED = "xbench's rule for it failed"
+RULE_MISTYPED = "xbench's rule for it returned the wrong type"
 
 
 def _lower(node: fx.Node, env: dict):
@@ -80,7 +82,9 @@ def _lower(node: fx.Node, env: dict):
         log.debug("lowering %s failed", node.format_node(), exc_info=True)
         first = str(exc).splitlines()[0] if str(exc) else ""
         return None, f"{RULE_FAILED} ({type(exc).__name__}: {first}); please report it"
-    return got, same_types(got, node.meta["val"]) if "val" in node.meta else None
+    why = same_types(got, node.meta["val"]) if "val" in node.meta else None
+    # a rule that returns the wrong shape or dtype is as much xbench's bug as one that raises
+    return (got, None) if why is None else (None, f"{RULE_MISTYPED} ({why}); please report it")
 
 
 _SEED = torch.zeros((), dtype=torch.int64)
