@@ -10,6 +10,7 @@
    its outer point plus its stage axes (a row kept in a row-local scratch buffer). Repeated to a fixed point,
    softmax, log-softmax, layernorm and rmsnorm become one kernel per row; matmul + bias + GELU becomes one
    contraction with an epilogue. Two contractions are never merged: each stays a GEMM a backend can hand on.
+4. Order: the fused kernels are reordered where that lowers the peak of live buffer bytes (`order.py`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from . import expr as E
 from .expr import Call, Expr, Idx, Load, Local
 from .graph import Eqn, Graph, Var
 from .kernel import Assign, Axis, Buffer, Contract, Kernel, Program, Reduce, Scan, Store, locals_used
+from .order import for_memory
 from .prims import REGISTRY
 from .scalar import BINARY, UNARY
 
@@ -476,7 +478,7 @@ def lower(graph: Graph, *, fusion: bool = True) -> Program:
     ctx.plan()
     kernels, outputs = ctx.build()
     if fusion:
-        kernels = fuse(kernels, ctx.buffers, outputs)
+        kernels = for_memory(fuse(kernels, ctx.buffers, outputs), ctx.buffers, list(graph.input_names), outputs)
     for i, k in enumerate(kernels):
         k.kind = _kind(k)
         k.name = f"k{i}_{k.kind}"

@@ -1,0 +1,111 @@
+"""The order a program's kernels run in, chosen for a lower peak of live buffer bytes.
+
+Lowering leaves the kernels in the graph's order. Any order that keeps each buffer's writes and reads in their
+relative order computes the same values, and the generated code allocates a buffer at its first writer and
+frees a temporary or an input after its last user, so the order decides how many bytes are live at once. A
+backward graph shows it most: its weight gradients, outputs kept to the end, come early, while the activations
+saved for it are still held. `for_memory` schedules greedily: of the kernels whose dependencies have run, one
+that frees at least as much as it allocates, the earliest first; otherwise the one that allocates least. The
+new order is kept only where it lowers the peak clearly, so small programs keep the order they were written in.
+"""
+from __future__ import annotations
+
+from .kernel import Buffer, Kernel
+
+KEEP_BELOW = 0.97            # the new order's peak must be at most this fraction of the old one's...
+MIN_SAVED = 256 * 1024       # ...and save at least this many bytes
+
+
+def dependencies(kernels: list[Kernel]) -> list[set[int]]:
+    """For each kernel, the earlier kernels it must follow: the last writer of each buffer it reads or writes,
+    and every reader since that write of each buffer it writes."""
+    last_writer: dict[str, int] = {}
+    readers: dict[str, set[int]] = {}
+    out = []
+    for i, k in enumerate(kernels):
+        d = {last_writer[n] for n in k.reads() + k.writes() if n in last_writer}
+        for n in k.writes():
+            d |= readers.get(n, set())
+        d.discard(i)
+        for n in k.reads():
+            readers.setdefault(n, set()).add(i)
+        for n in k.writes():
+            last_writer[n], readers[n] = i, set()
+        out.append(d)
+    return out
+
+
+def _freed(buf: Buffer, outputs: set[str]) -> bool:
+    return buf.role in ("temp", "input") and buf.name not in outputs
+
+
+def peak(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str], outputs: list[str]) -> int:
+    """The most bytes live at once when the kernels run in this order (inputs live from the start and, like
+    temporaries, freed after their last user, as a caller that hands its inputs over lets them be)."""
+    outs = set(outputs)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, k in enumerate(kernels):
+        for n in k.reads() + k.writes():
+            first.setdefault(n, i)
+            last[n] = i
+    live = sum(buffers[n].nbytes for n in set(inputs))
+    top = live
+    for i, k in enumerate(kernels):
+        used = set(k.reads() + k.writes())
+        live += sum(buffers[n].nbytes for n in used if first[n] == i and buffers[n].role in ("temp", "output"))
+        top = max(top, live)
+        live -= sum(buffers[n].nbytes for n in used if last[n] == i and _freed(buffers[n], outs))
+    return top
+
+
+def greedy(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str], outputs: list[str]) -> list[int]:
+    """A dependency-respecting order (indices into `kernels`) chosen kernel by kernel for the least growth."""
+    outs = set(outputs)
+    deps = dependencies(kernels)
+    after: list[list[int]] = [[] for _ in kernels]
+    for i, d in enumerate(deps):
+        for j in d:
+            after[j].append(i)
+    waiting = [len(d) for d in deps]
+    uses: dict[str, int] = {}
+    for k in kernels:
+        for n in set(k.reads() + k.writes()):
+            uses[n] = uses.get(n, 0) + 1
+    allocated = set(inputs)
+
+    def growth(i: int) -> int:
+        g = 0
+        for n in set(kernels[i].reads() + kernels[i].writes()):
+            b = buffers[n]
+            if n not in allocated and b.role in ("temp", "output"):
+                g += b.nbytes
+            if uses[n] == 1 and _freed(b, outs):
+                g -= b.nbytes
+        return g
+
+    ready = {i for i, w in enumerate(waiting) if w == 0}
+    order = []
+    while ready:
+        i = min(ready, key=lambda i: (growth(i), i))
+        ready.remove(i)
+        order.append(i)
+        for n in set(kernels[i].reads() + kernels[i].writes()):
+            allocated.add(n)
+            uses[n] -= 1
+        for j in after[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                ready.add(j)
+    return order
+
+
+def for_memory(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str],
+               outputs: list[str]) -> list[Kernel]:
+    """`kernels` in the greedy order where that lowers the peak clearly, else as they are."""
+    if len(kernels) < 2:
+        return kernels
+    order = greedy(kernels, buffers, inputs, outputs)
+    moved = [kernels[i] for i in order]
+    before, after = peak(kernels, buffers, inputs, outputs), peak(moved, buffers, inputs, outputs)
+    return moved if after <= before * KEEP_BELOW and before - after >= MIN_SAVED else kernels
