@@ -4,6 +4,7 @@ autocast, mutated buffers and inputs, aliased outputs, graph constants, graph br
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import warnings
@@ -86,47 +87,37 @@ def test_an_op_xbench_lacks_runs_on_torch_and_explain_says_why():
     assert "on torch: aten.special_bessel_j0" in str(e)
 
 
-def test_a_rule_that_breaks_leaves_the_op_on_torch_and_says_it_is_xbenchs_bug(monkeypatch):
-    def broken(x, approximate="none"):
-        return {}["no such key"]                     # a rule with a Python bug in it
+def _broken_gelu(x, approximate="none"):
+    return {}["no such key"]                                 # a rule with a Python bug in it
 
-    monkeypatch.setitem(aten.RULES, "gelu", broken)
+
+def _widened_gelu(x, approximate="none"):
+    gelu = aten.library_call(xb.ops.get("gelu"))
+    return gelu(x, approximate).astype(xb.float64)          # no exception: the probe's type check must catch it
+
+
+@pytest.mark.parametrize("rule, reason", [
+    (_broken_gelu, "xbench's rule for it failed (KeyError: 'no such key'); please report it"),
+    (_widened_gelu, "xbench's rule for it returned the wrong type (lowers to float64[4, 24], ATen gives "
+                    "float32[4, 24]); please report it")])
+def test_a_rule_that_breaks_or_mistypes_leaves_the_op_on_torch_and_says_it_is_xbenchs_bug(monkeypatch, rule,
+                                                                                          reason):
+    monkeypatch.setitem(aten.RULES, "gelu", rule)
     torch._dynamo.reset()
     m = MLP().eval()
     x = torch.randn(4, 12)
     with torch.no_grad():
-        with pytest.warns(UserWarning, match=r"aten\.gelu\.default .*xbench's rule for it failed .*please report"):
+        with pytest.warns(UserWarning, match=r"aten\.gelu\.default .*" + re.escape(reason)):
             close(torch.compile(m, backend="xbench")(x), m(x))      # still right: gelu ran on torch
         with pytest.warns(UserWarning, match="please report"):
             e = xt.explain(m, x)
     (fallback,) = e.fallbacks
     assert fallback.op == "aten.gelu.default" and fallback.defect
-    assert fallback.reason == "xbench's rule for it failed (KeyError: 'no such key'); please report it"
+    assert fallback.reason == reason
     torch._dynamo.reset()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error")                               # kept on torch by the user: no warning
         close(torch.compile(m, backend="xbench", options={"fallback_ops": ["aten.gelu.default"]})(x), m(x))
-
-
-def test_a_rule_that_returns_the_wrong_dtype_is_a_bug_warned_of_like_one_that_raises(monkeypatch):
-    gelu = aten.library_call(xb.ops.get("gelu"))
-
-    def widened(x, approximate="none"):
-        return gelu(x, approximate).astype(xb.float64)      # no exception: the probe's type check must catch it
-
-    monkeypatch.setitem(aten.RULES, "gelu", widened)
-    torch._dynamo.reset()
-    m = MLP().eval()
-    x = torch.randn(4, 12)
-    with torch.no_grad():
-        with pytest.warns(UserWarning, match=r"aten\.gelu\.default .*wrong type .*please report"):
-            close(torch.compile(m, backend="xbench")(x), m(x))
-        with pytest.warns(UserWarning, match="please report"):
-            e = xt.explain(m, x)
-    (fallback,) = e.fallbacks
-    assert fallback.defect
-    assert fallback.reason == ("xbench's rule for it returned the wrong type (lowers to float64[4, 24], "
-                               "ATen gives float32[4, 24]); please report it")
 
 
 def test_the_float64_reference_of_an_op_torch_refuses_in_float64_is_torch_in_its_own_dtypes(caplog):
