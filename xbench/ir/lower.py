@@ -473,12 +473,16 @@ def _fuse_vertical(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: l
     return any_change
 
 
-def lower(graph: Graph, *, fusion: bool = True) -> Program:
+def lower(graph: Graph, *, fusion: bool = True, donated: bool = False) -> Program:
+    """The graph's program (`donated`: the caller hands its inputs over, so the program may free each after its
+    last reader, and the kernels' order counts on it)."""
     ctx = LowerCtx(graph)
     ctx.plan()
     kernels, outputs = ctx.build()
     if fusion:
-        kernels = for_memory(fuse(kernels, ctx.buffers, outputs), ctx.buffers, list(graph.input_names), outputs)
+        inputs = list(graph.input_names)
+        kernels = for_memory(fuse(kernels, ctx.buffers, outputs), ctx.buffers, inputs, outputs,
+                             inputs if donated else ())
     for i, k in enumerate(kernels):
         k.kind = _kind(k)
         k.name = f"k{i}_{k.kind}"

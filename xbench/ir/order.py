@@ -2,9 +2,9 @@
 
 Lowering leaves the kernels in the graph's order. Any order that keeps each buffer's writes and reads in their
 relative order computes the same values, and the generated code allocates a buffer at its first writer and
-frees a temporary or an input after its last user, so the order decides how many bytes are live at once. A
-backward graph shows it most: its weight gradients, outputs kept to the end, come early, while the activations
-saved for it are still held. `for_memory` schedules greedily: of the kernels whose dependencies have run, one
+frees a temporary after its last user, an input too where the caller hands its inputs over (`donated`), so the
+order decides how many bytes are live at once. A backward graph shows it most: its weight gradients, outputs
+kept to the end, come early, while the activations saved for it are still held. `for_memory` schedules greedily: of the kernels whose dependencies have run, one
 that frees at least as much as it allocates, the earliest first; otherwise the one that allocates least. The
 new order is kept only where it lowers the peak clearly, so small programs keep the order they were written in.
 """
@@ -35,14 +35,15 @@ def dependencies(kernels: list[Kernel]) -> list[set[int]]:
     return out
 
 
-def _freed(buf: Buffer, outputs: set[str]) -> bool:
-    return buf.role in ("temp", "input") and buf.name not in outputs
+def _freed(buf: Buffer, outputs: set[str], donated: set[str]) -> bool:
+    return (buf.role == "temp" or buf.name in donated) and buf.name not in outputs
 
 
-def peak(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str], outputs: list[str]) -> int:
-    """The most bytes live at once when the kernels run in this order (inputs live from the start and, like
-    temporaries, freed after their last user, as a caller that hands its inputs over lets them be)."""
-    outs = set(outputs)
+def peak(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str], outputs: list[str],
+         donated=()) -> int:
+    """The most bytes live at once when the kernels run in this order: inputs live from the start, the
+    `donated` ones, like temporaries, only until their last user."""
+    outs, donated = set(outputs), set(donated)
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     for i, k in enumerate(kernels):
@@ -55,13 +56,14 @@ def peak(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str], o
         used = set(k.reads() + k.writes())
         live += sum(buffers[n].nbytes for n in used if first[n] == i and buffers[n].role in ("temp", "output"))
         top = max(top, live)
-        live -= sum(buffers[n].nbytes for n in used if last[n] == i and _freed(buffers[n], outs))
+        live -= sum(buffers[n].nbytes for n in used if last[n] == i and _freed(buffers[n], outs, donated))
     return top
 
 
-def greedy(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str], outputs: list[str]) -> list[int]:
+def greedy(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str], outputs: list[str],
+           donated=()) -> list[int]:
     """A dependency-respecting order (indices into `kernels`) chosen kernel by kernel for the least growth."""
-    outs = set(outputs)
+    outs, donated = set(outputs), set(donated)
     deps = dependencies(kernels)
     after: list[list[int]] = [[] for _ in kernels]
     for i, d in enumerate(deps):
@@ -80,7 +82,7 @@ def greedy(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str],
             b = buffers[n]
             if n not in allocated and b.role in ("temp", "output"):
                 g += b.nbytes
-            if uses[n] == 1 and _freed(b, outs):
+            if uses[n] == 1 and _freed(b, outs, donated):
                 g -= b.nbytes
         return g
 
@@ -100,12 +102,13 @@ def greedy(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str],
     return order
 
 
-def for_memory(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str],
-               outputs: list[str]) -> list[Kernel]:
+def for_memory(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str], outputs: list[str],
+               donated=()) -> list[Kernel]:
     """`kernels` in the greedy order where that lowers the peak clearly, else as they are."""
     if len(kernels) < 2:
         return kernels
-    order = greedy(kernels, buffers, inputs, outputs)
+    order = greedy(kernels, buffers, inputs, outputs, donated)
     moved = [kernels[i] for i in order]
-    before, after = peak(kernels, buffers, inputs, outputs), peak(moved, buffers, inputs, outputs)
+    before = peak(kernels, buffers, inputs, outputs, donated)
+    after = peak(moved, buffers, inputs, outputs, donated)
     return moved if after <= before * KEEP_BELOW and before - after >= MIN_SAVED else kernels

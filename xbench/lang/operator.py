@@ -99,6 +99,8 @@ def _dispatch() -> Dispatcher:
 class Operator:
     """A tensor operator. Call it like a function on numpy arrays; see `run`, `compile`, `ir`."""
 
+    donates_inputs = False        # its callers hand their input arrays over (as a backward graph's does)
+
     def __init__(self, fn: Callable, name: str | None = None):
         self.fn = fn
         self.name = name or fn.__name__

@@ -35,11 +35,12 @@ class Specialization:
     arg_names: list[str]
     programs: dict[bool, Any] = field(default_factory=dict)
     artifacts: dict[tuple, Any] = field(default_factory=dict)
+    donated: bool = False          # the operator's callers hand their inputs over (`Operator.donates_inputs`)
 
     def program(self, fusion: bool = True):
         if fusion not in self.programs:
             from ..ir.lower import lower
-            self.programs[fusion] = lower(self.graph, fusion=fusion)
+            self.programs[fusion] = lower(self.graph, fusion=fusion, donated=self.donated)
         return self.programs[fusion]
 
     def artifact(self, backend: str, schedule: Mapping | None = None, **options):
@@ -111,7 +112,8 @@ class Runtime:
         with st.lock:
             spec = st.specs.get(key)
             if spec is None:
-                spec = Specialization(key, op.trace_binding(b), list(b.tensors))
+                spec = Specialization(key, op.trace_binding(b), list(b.tensors),
+                                      donated=getattr(op, "donates_inputs", False))
                 st.specs[key] = spec
                 level = logging.INFO if len(st.specs) > 1 else logging.DEBUG
                 log.log(level, "traced %s for %s (specialisation %d)", op.name,

@@ -119,14 +119,14 @@ def compile_graph(gm: fx.GraphModule, kind: str, session: Session, options: Opti
             warnings.warn(f"xbench.torch: {f}; it runs on torch meanwhile (fallback_ops=[{f.op!r}] keeps it "
                           f"there without this warning)", stacklevel=2)
     if not unsupported:
-        op = GraphOp(gm, _content_name(kind, gm), target)
+        op = GraphOp(gm, _content_name(kind, gm), target, donates_inputs=kind == "backward")
         record.partitions.append(op)
         return _checked(op, gm) if verify else op
     split = partitions(gm, unsupported)
     for node in split.graph.nodes:
         if node.op == "call_module" and str(node.target).startswith("xbench_"):
             sub = getattr(split, node.target)
-            op = GraphOp(sub, _content_name(kind, sub), target)
+            op = GraphOp(sub, _content_name(kind, sub), target, donates_inputs=kind == "backward")
             record.partitions.append(op)
             setattr(split, node.target, _Module(_checked(op, sub) if verify else op))
     split.recompile()

@@ -133,6 +133,7 @@ class GraphOp:
     target: str = "cpu"
     compiles: list[dict] = field(default_factory=list)
     calls: int = 0
+    donates_inputs: bool = False     # a backward graph: AOT hands over the activations saved for it (`consume`)
 
     def __post_init__(self):
         nodes = list(self.gm.graph.nodes)
@@ -143,6 +144,7 @@ class GraphOp:
         self._cache: dict[tuple, Compiled] = {}
         self._plan: list | None = None
         self.operator = Operator(self._body_function(), name=self.name)
+        self.operator.donates_inputs = self.donates_inputs
 
     # ---- the traced body -------------------------------------------------------------------------------
     def _body_function(self):
