@@ -39,6 +39,8 @@ def alive_at_each_backward_kernel(monkeypatch) -> tuple[int, list[int]]:
     with recording() as session:
         compiled(x, t).loss.backward()                       # both graphs compiled
     (fw,), (bw,) = ([g.partitions[0] for g in session.graphs if g.kind == kind] for kind in ("forward", "backward"))
+    # the backward's kernels are ordered counting on its inputs being handed over; the forward's weights are held
+    assert bw.operator.donates_inputs and not fw.operator.donates_inputs
     refs, alive = [], []
     (fw_c,), (bw_c,) = fw._cache.values(), bw._cache.values()
     consume = fw_c.artifact.consume
