@@ -4,9 +4,10 @@ Lowering leaves the kernels in the graph's order. Any order that keeps each buff
 relative order computes the same values, and the generated code allocates a buffer at its first writer and
 frees a temporary after its last user, an input too where the caller hands its inputs over (`donated`), so the
 order decides how many bytes are live at once. A backward graph shows it most: its weight gradients, outputs
-kept to the end, come early, while the activations saved for it are still held. `for_memory` schedules greedily: of the kernels whose dependencies have run, one
-that frees at least as much as it allocates, the earliest first; otherwise the one that allocates least. The
-new order is kept only where it lowers the peak clearly, so small programs keep the order they were written in.
+kept to the end, come early, while the activations saved for it are still held. `for_memory` schedules
+greedily: of the kernels whose dependencies have run, the one whose allocations less its frees grow the live
+bytes least, the earliest on a tie. The new order is kept only where it lowers the peak clearly, so small
+programs keep the order they were written in.
 """
 from __future__ import annotations
 
