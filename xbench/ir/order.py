@@ -71,15 +71,17 @@ def greedy(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str],
         for j in d:
             after[j].append(i)
     waiting = [len(d) for d in deps]
-    uses: dict[str, int] = {}
-    for k in kernels:
-        for n in set(k.reads() + k.writes()):
-            uses[n] = uses.get(n, 0) + 1
+    touched = [set(k.reads() + k.writes()) for k in kernels]
+    users: dict[str, list[int]] = {}
+    for i, names in enumerate(touched):
+        for n in names:
+            users.setdefault(n, []).append(i)
+    uses = {n: len(u) for n, u in users.items()}
     allocated = set(inputs)
 
     def growth(i: int) -> int:
         g = 0
-        for n in set(kernels[i].reads() + kernels[i].writes()):
+        for n in touched[i]:
             b = buffers[n]
             if n not in allocated and b.role in ("temp", "output"):
                 g += b.nbytes
@@ -87,15 +89,20 @@ def greedy(kernels: list[Kernel], buffers: dict[str, Buffer], inputs: list[str],
                 g -= b.nbytes
         return g
 
+    known: dict[int, int] = {}              # growth of the ready kernels, until a buffer of theirs changes
     ready = {i for i, w in enumerate(waiting) if w == 0}
     order = []
     while ready:
-        i = min(ready, key=lambda i: (growth(i), i))
+        for i in ready - known.keys():
+            known[i] = growth(i)
+        i = min(ready, key=lambda i: (known[i], i))
         ready.remove(i)
         order.append(i)
-        for n in set(kernels[i].reads() + kernels[i].writes()):
+        for n in touched[i]:
             allocated.add(n)
             uses[n] -= 1
+            for j in users[n]:
+                known.pop(j, None)
         for j in after[i]:
             waiting[j] -= 1
             if waiting[j] == 0:
