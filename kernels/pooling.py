@@ -2,9 +2,10 @@
 
 Window divisors (avg pooling) and adaptive bin edges depend only on shapes, so they are computed here in numpy
 and enter the graph as constants. Max pooling's indices are flat positions in each input plane (h * W + w), as
-PyTorch returns them."""
+PyTorch returns them; its offsets (int8) are positions in each window, which a training graph keeps instead."""
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -24,6 +25,23 @@ def _torch_max_with_indices(nd: int):
         return f(self, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode, return_indices=True)
     fn.__name__ = fn.__qualname__ = f"max_pool{nd}d(return_indices=True)"
     return fn
+
+
+def _low_memory_prims(torch):
+    importlib.import_module("torch._inductor.inductor_prims")     # registers torch.ops.prims._low_memory_*
+    return torch.ops.prims
+
+
+def _torch_max_with_offsets(torch, self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    k = pair(kernel_size, 2)
+    return _low_memory_prims(torch)._low_memory_max_pool_with_offsets(
+        self, k, pair(stride, 2) if stride else k, pair(padding, 2), pair(dilation, 2), ceil_mode)
+
+
+def _torch_offsets_to_indices(torch, offsets, kernel_size, input_size, stride, padding, dilation):
+    k = pair(kernel_size, 2)
+    return _low_memory_prims(torch)._low_memory_max_pool_offsets_to_indices(
+        offsets, k, pair(input_size, 2), pair(stride, 2) if stride else k, pair(padding, 2), pair(dilation, 2))
 
 
 def _torch_adaptive_max(nd: int):
@@ -81,23 +99,32 @@ class _Geometry:
         return xb.sliding_window(x, self.k, stride=self.s, dilation=self.d)      # ... o1..od k1..kd
 
 
-def _max_pool(name, input, nd, kernel_size, stride, padding, dilation, ceil_mode, with_indices):
+def _window_index(tap, k, s, p, d, out, size):
+    """Flat input-plane positions (h * W + w) of window position `tap` (row-major over the kernel) of each output."""
+    nd, index = len(k), None
+    for i in range(nd):
+        inner = int(np.prod(k[i + 1:]))
+        r = (tap // inner) % k[i] if i else tap // inner
+        o = xb.arange(out[i]).reshape((out[i],) + (1,) * (nd - 1 - i))
+        coord = o * s[i] - p[i] + r * d[i]
+        index = coord if index is None else index * size[i] + coord
+    return index
+
+
+def _max_pool(name, input, nd, kernel_size, stride, padding, dilation, ceil_mode, returns="values"):
+    """`returns`: "values", "indices" (values and int64 plane positions) or "offsets" (values and int8 window
+    positions)."""
     g = _Geometry(name, input, nd, kernel_size, stride, padding, dilation, ceil_mode)
     win = g.windows(input, _lowest(input.dtype))
     taps = int(np.prod(g.k))
     flat = win.reshape(tuple(win.shape[:win.ndim - nd]) + (taps,))
     values = flat.max(axis=-1)
-    if not with_indices:
+    if returns == "values":
         return values
     tap = flat.argmax(axis=-1)                                                    # ... o1..od
-    index = None
-    for i in range(nd):
-        inner = int(np.prod(g.k[i + 1:]))
-        r = (tap // inner) % g.k[i] if i else tap // inner
-        o = xb.arange(g.out[i]).reshape((g.out[i],) + (1,) * (nd - 1 - i))
-        coord = o * g.s[i] - g.p[i] + r * g.d[i]
-        index = coord if index is None else index * g.size[i] + coord
-    return values, index
+    if returns == "offsets":
+        return values, tap.astype("int8")
+    return values, _window_index(tap, g.k, g.s, g.p, g.d, g.out, g.size)
 
 
 def _avg_pool(name, input, nd, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
@@ -123,35 +150,59 @@ def _avg_pool(name, input, nd, kernel_size, stride, padding, ceil_mode, count_in
 
 @register("pooling", samples=S.pool_cases(1, "max"), torch="torch.nn.functional.max_pool1d", grad=True)
 def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
-    return _max_pool("max_pool1d", input, 1, kernel_size, stride, padding, dilation, ceil_mode, False)
+    return _max_pool("max_pool1d", input, 1, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 @register("pooling", samples=S.pool_cases(2, "max"), torch="torch.nn.functional.max_pool2d", grad=True)
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
-    return _max_pool("max_pool2d", input, 2, kernel_size, stride, padding, dilation, ceil_mode, False)
+    return _max_pool("max_pool2d", input, 2, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 @register("pooling", samples=S.pool_cases(3, "max"), torch="torch.nn.functional.max_pool3d", grad=True)
 def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
-    return _max_pool("max_pool3d", input, 3, kernel_size, stride, padding, dilation, ceil_mode, False)
+    return _max_pool("max_pool3d", input, 3, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 @register("pooling", samples=S.pool_cases(1, "max"), torch=_torch_max_with_indices(1), grad=True)
 def max_pool1d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     """(values, int64 indices into each input row); the first maximum of a window wins."""
-    return _max_pool("max_pool1d_with_indices", self, 1, kernel_size, stride, padding, dilation, ceil_mode, True)
+    return _max_pool("max_pool1d_with_indices", self, 1, kernel_size, stride, padding, dilation, ceil_mode,
+                     "indices")
 
 
 @register("pooling", samples=S.pool_cases(2, "max"), torch=_torch_max_with_indices(2), grad=True)
 def max_pool2d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     """(values, int64 indices h * W + w into each input plane); the first maximum of a window wins."""
-    return _max_pool("max_pool2d_with_indices", self, 2, kernel_size, stride, padding, dilation, ceil_mode, True)
+    return _max_pool("max_pool2d_with_indices", self, 2, kernel_size, stride, padding, dilation, ceil_mode,
+                     "indices")
 
 
 @register("pooling", samples=S.pool_cases(3, "max"), torch=_torch_max_with_indices(3), grad=True)
 def max_pool3d_with_indices(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
     """(values, int64 indices (d * H + h) * W + w into each input volume)."""
-    return _max_pool("max_pool3d_with_indices", self, 3, kernel_size, stride, padding, dilation, ceil_mode, True)
+    return _max_pool("max_pool3d_with_indices", self, 3, kernel_size, stride, padding, dilation, ceil_mode,
+                     "indices")
+
+
+@register("pooling", samples=S.pool_cases(2, "max"), torch=_torch_max_with_offsets)
+def max_pool2d_with_offsets(self: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+    """(values, int8 offsets): each maximum's position in its window, row-major over the kernel (the first of equal
+    ones). What a training graph keeps for the backward instead of int64 indices, an eighth of their bytes;
+    `max_pool2d_offsets_to_indices` turns them back (torch's prims._low_memory_max_pool_with_offsets)."""
+    if int(np.prod(pair(kernel_size, 2))) > 127:
+        raise ValueError(f"max_pool2d_with_offsets: a {pair(kernel_size, 2)} window has more positions than int8 "
+                         "holds (use max_pool2d_with_indices)")
+    return _max_pool("max_pool2d_with_offsets", self, 2, kernel_size, stride, padding, dilation, ceil_mode,
+                     "offsets")
+
+
+@register("pooling", samples=S.offsets_cases(2), torch=_torch_offsets_to_indices, dtypes=("int8",))
+def max_pool2d_offsets_to_indices(offsets: Tensor, kernel_size, input_size, stride, padding, dilation):
+    """The int64 indices h * W + w into each input plane of `max_pool2d_with_offsets`'s window offsets."""
+    k, size = pair(kernel_size, 2), pair(input_size, 2)
+    s = pair(stride if stride else kernel_size, 2)
+    return _window_index(offsets.astype("int64"), k, s, pair(padding, 2), pair(dilation, 2),
+                         tuple(offsets.shape[-2:]), size)
 
 
 def _max_pool_backward(name, nd, grad_output, self, indices):

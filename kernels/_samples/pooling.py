@@ -104,3 +104,21 @@ def max_pool_backward_cases(nd: int) -> Gen:
             yield Sample((g, x, *args, ceil_mode, idx), note=f"k{k} s{st} p{pad} d{dil} ceil={ceil_mode}")
     pool_backward.__name__ = f"max_pool{nd}d_backward_cases"
     return pool_backward
+
+
+def offsets_cases(nd: int) -> Gen:
+    """max_pool{nd}d_offsets_to_indices(offsets, kernel_size, input_size, stride, padding, dilation) with every
+    window position drawn, padded and dilated windows among them."""
+    @custom
+    def offsets(T, shapes, dtype):
+        n, c, h, w = _images(shapes)[-1]
+        spatial = ((w,), (h, w), (3, h, w))[nd - 1]
+        variants = [(2, 2, 0, 1, False), (3, 2, 1, 1, True), (3, 1, 1, 2, False)]
+        for k, st, pad, dil, ceil_mode in variants[:1] if _tiny(shapes) else variants:
+            args = [(v,) * nd for v in (k, st, pad, dil)]
+            outs = tuple(_pool_size(m, k, st, pad, dil, ceil_mode) for m in spatial)
+            rng = shapes.rng("offsets", n, c, *spatial, k, st, pad, dil)
+            o = rng.integers(0, k ** nd, (n, c) + outs).astype(np.int8)
+            yield Sample((o, args[0], spatial, *args[1:]), note=f"k{k} s{st} p{pad} d{dil}")
+    offsets.__name__ = f"max_pool{nd}d_offsets_cases"
+    return offsets
