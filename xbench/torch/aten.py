@@ -343,6 +343,17 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed: boo
     return _lib(name, input, weight, bias, list(stride), list(padding), list(dilation), groups)
 
 
+@lowering("_low_memory_max_pool_with_offsets")
+def _max_pool_with_offsets(x, kernel_size, stride, padding, dilation, ceil_mode: bool = False):
+    return _lib(f"max_pool{len(kernel_size)}d_with_offsets", x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@lowering("_low_memory_max_pool_offsets_to_indices")
+def _max_pool_offsets_to_indices(offsets, kernel_size, input_size, stride, padding, dilation):
+    return _lib(f"max_pool{len(kernel_size)}d_offsets_to_indices", offsets, kernel_size, input_size, stride, padding,
+                dilation)
+
+
 @lowering("scatter.value", "scatter.value_reduce")
 def _scatter_value(self, dim: int, index, value, reduce=None):
     return _lib("scatter", self, dim, index, value=value, reduce=reduce)

@@ -22,7 +22,7 @@ import torch.fx as fx
 
 from ..config import log
 from ..errors import ArgumentError
-from . import aten
+from . import aten, saving
 from .graph import GraphOp
 from .inplace import write_in_place
 from .partition import Fallback, partitions, probe
@@ -83,13 +83,15 @@ _counter = itertools.count()
 
 @functools.lru_cache(maxsize=1)
 def decompositions() -> dict:
-    """Core ATen decompositions of the ops that have no rule and no library operator."""
+    """Core ATen decompositions of the ops that have no rule and no library operator, and those by which a training
+    graph saves less (`saving`)."""
     from torch._decomp import core_aten_decompositions
     table = {}
     for op, fn in core_aten_decompositions().items():
         rule, _ = aten.rule_for(op)
         if rule is None:
             table[op] = fn
+    table.update(saving.decompositions())
     return table
 
 
@@ -172,7 +174,7 @@ def _consuming(op: GraphOp):
 
 def xbench_backend(gm: fx.GraphModule, example_inputs, options: dict | None = None):
     """The Dynamo backend (entry point `torch_dynamo_backends: xbench`)."""
-    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
     opts = Options.parse(options)
@@ -188,7 +190,7 @@ def xbench_backend(gm: fx.GraphModule, example_inputs, options: dict | None = No
     aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                        inference_compiler=compiler("inference"),
                        decompositions=decompositions() if opts.decompose else {},
-                       partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True)
+                       partition_fn=saving.partition, keep_inference_input_mutations=True)
     return aot(gm, example_inputs)
 
 

@@ -30,7 +30,7 @@ import torch.fx as fx
 
 from ..errors import ArgumentError
 from ..verify import compare, tolerance
-from . import aten
+from . import aten, saving
 from .backend import Options, Session, compile_graph, decompositions
 from .graph import attribute, is_random, node_location
 from .interop import to_numpy, xb_dtype
@@ -128,7 +128,7 @@ def capture(model, args: tuple, kwargs: dict, backward: bool | None = None, comp
     """The ATen graphs `model(*args, **kwargs)` runs (and its loss's backward), each with its first inputs.
     With `compute=False` each graph returns zeros of its outputs' shapes instead of running: the graphs and
     their inputs' shapes are right, the values past the model's own inputs and weights are not."""
-    from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+    from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
     graphs: list[Captured] = []
@@ -148,7 +148,7 @@ def capture(model, args: tuple, kwargs: dict, backward: bool | None = None, comp
     def backend(gm, example_inputs):
         aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                            inference_compiler=compiler("inference"), decompositions=decompositions(),
-                           partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True)
+                           partition_fn=saving.partition, keep_inference_input_mutations=True)
         return aot(gm, example_inputs)
 
     orig = getattr(model, "_orig_mod", model)
