@@ -1,10 +1,14 @@
 """A contraction summed over an axis that leads both operands (NCHW data summed over its batch) is a sum of
-GEMMs over plain views, with nothing packed; a 1x1 window's axes of extent 1 do not stop a view."""
+GEMMs over plain views, with nothing packed; a 1x1 window's axes of extent 1 do not stop a view; where only one
+operand is a view per point and the other would be packed large, it is packed one point at a time."""
 
+import ml_dtypes
 import numpy as np
+import pytest
 import torch
 
 import xbench as xb
+from xbench.backends.cpu import contract
 from xbench.ir import expr as E
 from xbench.ir.contraction import without_units
 from xbench.ir.kernel import Axis
@@ -147,3 +151,23 @@ def test_a_factor_along_the_summed_axis_stays_in_the_operand():
     art = weighted.compile("cpu", p, w, v)
     assert "_A = " in art.source
     np.testing.assert_allclose(art.run(p, w, v)[0], (p.astype(np.float64) / w) @ v, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_a_large_windowed_weight_gradient_packs_its_input_one_image_at_a_time(monkeypatch, dtype):
+    # a strided 7x7 convolution's weight gradient (ResNet's stem): the input's windows are packed for one image,
+    # multiplied and added into the gradient, then the next image's: not all images' windows at once
+    monkeypatch.setattr(contract, "PACK_SPLIT_BYTES", 0)
+    rng = np.random.default_rng(7)
+    g = rng.standard_normal((3, 8, 8, 8)).astype(dtype)
+    x = rng.standard_normal((3, 3, 16, 16)).astype(dtype)
+    w = rng.standard_normal((8, 3, 7, 7)).astype(dtype)
+    art = xb.ops.convolution_backward.compile("cpu", g, x, w, None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1,
+                                              [False, True, False])
+    assert "for _k in range(3):" in art.source
+    tg, tx, tw = (torch.from_numpy(a.astype(np.float64)) for a in (g, x, w))
+    tw.requires_grad_()
+    torch.nn.functional.conv2d(tx, tw, stride=2, padding=3).backward(tg)
+    (dw,) = [o for o in art.run(g, x, w) if np.shape(o) == (8, 3, 7, 7)]
+    tol = 1e-4 if dtype == np.float32 else 2e-2
+    np.testing.assert_allclose(dw.astype(np.float64), tw.grad.numpy(), rtol=tol, atol=tol * 10)

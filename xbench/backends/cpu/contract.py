@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .codegen import ModuleWriter
 
 K_SPLIT_MIN = 64                   # a sum of GEMMs over leading contraction axes needs this much contraction each
+PACK_SPLIT_BYTES = 2 << 20         # a packed operand this large is packed a leading contraction point at a time
 
 
 def panel_rows(k: Kernel) -> tuple[int, ...]:
@@ -104,17 +105,21 @@ class ContractWriter:
                 (v,) = self.w.values(src, [cast(e, dtype)], set(), set())
                 src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
 
-    def _pack_lhs(self, src: Source, e: Expr, dtype: str, transposed: bool) -> None:
+    def _pack_lhs(self, src: Source, e: Expr, dtype: str, transposed: bool, kaxes=None) -> None:
+        """`_A` as [M, K], or [K, M] where `transposed`, over `kaxes` (default: all contraction axes)."""
+        kaxes = self.kaxes if kaxes is None else kaxes
         if transposed:
-            self._pack_cols(src, "_A", e, self.m, self.kaxes, dtype)
+            self._pack_cols(src, "_A", e, self.m, kaxes, dtype)
         else:
-            self._pack(src, "_A", e, self.m, self.kaxes, dtype)
+            self._pack(src, "_A", e, self.m, kaxes, dtype)
 
-    def _pack_rhs(self, src: Source, e: Expr, dtype: str, transposed: bool) -> None:
+    def _pack_rhs(self, src: Source, e: Expr, dtype: str, transposed: bool, kaxes=None) -> None:
+        """`_B` as [K, N], or [N, K] where `transposed`."""
+        kaxes = self.kaxes if kaxes is None else kaxes
         if transposed:
-            self._pack(src, "_B", e, self.n, self.kaxes, dtype)
+            self._pack(src, "_B", e, self.n, kaxes, dtype)
         else:
-            self._pack_cols(src, "_B", e, self.n, self.kaxes, dtype)
+            self._pack_cols(src, "_B", e, self.n, kaxes, dtype)
 
     def _stored(self, value: str, dtype: str) -> str:
         """`value` (computed in float32 for a 16-bit float) as a packed operand of `dtype` holds it."""
@@ -147,9 +152,10 @@ class ContractWriter:
         lhs_b = bool({a.name for a in self.batch} & E.free_indices(c.lhs))
         rhs_b = bool({a.name for a in self.batch} & E.free_indices(c.rhs))
         with src.indent():
-            split = self._k_split() if B == 1 and not pairs and (lview is None or rview is None) else None
+            whole = ((lview is None) * M * K + (rview is None) * K * N) * {"bfloat16": 2, "float32": 4, "float64": 8}[od]
+            split = self._k_split(whole, od) if B == 1 and (lview is None or rview is None) else None
             if split is not None:
-                self._split_gemms(src, *split, direct_out)
+                self._split_gemms(src, *split, direct_out, od)
                 return src.text()
             per_batch = bool(self.sched.get("batch_parallel", False)) and B > 1
             panel = int(self.sched.get("panel", 0)) if rview is None and direct_out is not None and not pairs else 0
@@ -197,35 +203,56 @@ class ContractWriter:
                     self._epilogue(src, "_C")
         return src.text()
 
-    def _k_split(self):
-        """(leading contraction axes, left view, right view) when both operands, at each point of some leading
-        contraction axes, are plain matrices over the rest (NCHW data summed over its batch: a 1x1
-        convolution's weight gradient), so that a sum of GEMMs with beta = 1 replaces packing both."""
-        c, dt = self.c, self.c.dtype
-        if c.lhs.dtype != dt or c.rhs.dtype != dt:
-            return None
+    def _k_split(self, whole: int, od: str):
+        """(leading contraction axes, left view, right view) when at each point of some leading contraction axes
+        the operands are plain matrices over the rest (NCHW data summed over its batch: a 1x1 convolution's weight
+        gradient), so that a sum of GEMMs with beta = 1 replaces packing both. Where only one is (a larger
+        convolution's weight gradient: the gradient is, the input's windows are not) and packing the other whole
+        would take `whole` bytes or more (PACK_SPLIT_BYTES), the other is packed one point at a time (view None),
+        as both are where the GEMM reads bfloat16 pairs (`od`, the operands' dtype as the GEMM reads them)."""
+        c = self.c
         for j in range(1, len(self.kaxes)):
             lead, rest = self.kaxes[:j], self.kaxes[j:]
             if prod(rest) < K_SPLIT_MIN:
                 break
-            lv = self._view(c.lhs, self.m, rest, lead)
-            rv = self._view(c.rhs, rest, self.n, lead) if lv is not None else None
-            if rv is not None:
+            lv = self._view(c.lhs, self.m, rest, lead) if c.lhs.dtype == od else None
+            rv = self._view(c.rhs, rest, self.n, lead) if c.rhs.dtype == od else None
+            if lv is not None and rv is not None and od == c.dtype or whole >= PACK_SPLIT_BYTES:
                 return lead, lv, rv
         return None
 
-    def _split_gemms(self, src: Source, lead, lview: str, rview: str, direct_out: str | None) -> None:
-        self.w.helpers.add("dot_add")
+    def _split_gemms(self, src: Source, lead, lview: str | None, rview: str | None, direct_out: str | None,
+                     od: str) -> None:
+        c, dt, rest = self.c, self.c.dtype, self.kaxes[len(lead):]
+        pairs = od != dt
+        self.w.helpers.add("gemm_bf16" if pairs else "dot_add")
+        ot = "np.uint16" if pairs else NP_TYPES[dt]
+        M, N, K = prod(self.m), prod(self.n), prod(rest)
         out = direct_out or "_C"
         if direct_out is None:
-            src(f"_C = _xb_new(({prod(self.m)}, {prod(self.n)}), {NP_TYPES[self.c.dtype]})")
+            src(f"_C = _xb_new(({M}, {N}), {NP_TYPES[dt]})")
+        a_t = lview is None and self._runs_along(c.lhs, self.m)
+        b_t = rview is None and self._runs_along(c.rhs, rest)
+        if lview is None:
+            src(f"_A = _xb_new({(K, M) if a_t else (M, K)}, {ot})")
+        if rview is None:
+            src(f"_B = _xb_new({(N, K) if b_t else (K, N)}, {ot})")
         src(f"for _k in range({prod(lead)}):")
         with src.indent():
             unravel(src, "_k", lead, "_kr")
-            src("if _k == 0:")
-            src(f"    _xb_dot({lview}, {rview}, {out})")
-            src("else:")
-            src(f"    _xb_dot_add({lview}, {rview}, {out})")
+            if lview is None:
+                self._pack_lhs(src, c.lhs, od, a_t, rest)
+            if rview is None:
+                self._pack_rhs(src, c.rhs, od, b_t, rest)
+            a_ = lview or ("_A.T" if a_t else "_A")
+            b_ = rview or ("_B.T" if b_t else "_B")
+            if pairs:
+                src(f"_xb_gemm_bf16({a_}, {b_}, {out}, {self.w.threads}, _k > 0)")
+            else:
+                src("if _k == 0:")
+                src(f"    _xb_dot({a_}, {b_}, {out})")
+                src("else:")
+                src(f"    _xb_dot_add({a_}, {b_}, {out})")
         if direct_out is None:
             src("for _b in range(1):")
             with src.indent():
