@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace as dc_replace
 
 import numpy as np
@@ -29,6 +30,8 @@ from .prims import REGISTRY
 from .scalar import BINARY, UNARY
 
 CHEAP = 4                  # inline a multiply-used value whose expression costs at most this
+# primitives that only move, repeat or drop their one tensor input's elements
+MOVES = frozenset({"broadcast", "reshape", "permute", "slice", "pad", "window"})
 ROW_BUFFER_LIMIT = 1 << 16  # elements of a row-local scratch buffer
 
 
@@ -126,8 +129,23 @@ class LowerCtx:
         outputs = {v.id for v in g.outputs}
         for e in g.eqns:
             for v in e.outputs:
-                if e.prim.root or v.id in outputs or self.uses.get(v.id, 0) > 1 and self.cost(v) > CHEAP:
+                if e.prim.root or v.id in outputs:
                     self.materialized.add(v.id)
+                elif self.uses.get(v.id, 0) > 1 and self.cost(v) > CHEAP:
+                    self.materialized.add(self.source(v).id)
+                    self._cost.clear()
+
+    def source(self, var: Var) -> Var:
+        """The value to keep in a buffer for `var`: `var`, or the value it moves without computing where that is
+        no larger (a pooling's overlapping windows are 2.25x the activation they read: keep the activation, and
+        let each reader gather its windows)."""
+        eqn = self.producer.get(var.id)
+        while eqn is not None and eqn.prim.name in MOVES and len(eqn.inputs) == 1:
+            src = eqn.inputs[0]
+            if src.id in self.materialized or math.prod(src.shape) > math.prod(var.shape):
+                break
+            var, eqn = src, self.producer.get(src.id)
+        return var
 
     def build(self) -> tuple[list[Kernel], list[str]]:
         g = self.graph
