@@ -132,20 +132,23 @@ class LowerCtx:
                 if e.prim.root or v.id in outputs:
                     self.materialized.add(v.id)
                 elif self.uses.get(v.id, 0) > 1 and self.cost(v) > CHEAP:
-                    self.materialized.add(self.source(v).id)
-                    self._cost.clear()
+                    src = self.source(v)
+                    self.materialized.add(src.id)
+                    if src is not v:
+                        self._cost.clear()      # the costs through `src` counted it inline
 
     def source(self, var: Var) -> Var:
-        """The value to keep in a buffer for `var`: `var`, or the value it moves without computing where that is
-        no larger (a pooling's overlapping windows are 2.25x the activation they read: keep the activation, and
-        let each reader gather its windows)."""
-        eqn = self.producer.get(var.id)
+        """The value to keep in a buffer for `var`: `var`, or, where `var` is windows of another value (moved
+        through `MOVES` only, a window among them), that value when it is no larger. A pooling's overlapping
+        windows are 2.25x the activation they read: keep the activation, and let each reader gather its windows."""
+        eqn, src, windowed = self.producer.get(var.id), var, False
         while eqn is not None and eqn.prim.name in MOVES and len(eqn.inputs) == 1:
-            src = eqn.inputs[0]
-            if src.id in self.materialized or math.prod(src.shape) > math.prod(var.shape):
+            nxt = eqn.inputs[0]
+            if nxt.id in self.materialized or math.prod(nxt.shape) > math.prod(src.shape):
                 break
-            var, eqn = src, self.producer.get(src.id)
-        return var
+            windowed |= eqn.prim.name == "window"
+            src, eqn = nxt, self.producer.get(nxt.id)
+        return src if windowed else var
 
     def build(self) -> tuple[list[Kernel], list[str]]:
         g = self.graph
