@@ -17,13 +17,15 @@ Numbers: the instruction rounds each product pair's sum into its lane and flushe
 zero (as oneDNN's bfloat16 GEMM, which PyTorch runs on such CPUs); the order of the sums differs from SGEMM's,
 well within bfloat16's tolerance.
 
-Where xbench's float32 GEMMs run on torch's MKL (`blas`), kernels' calls go to MKL's bfloat16 GEMM for the
-layouts it takes and reach this GEMM (or `amx`) for the rest (`link`): MKL's is faster at large sizes and for a
-single row (2048^3: 1,348 GFLOP/s against the AMX GEMM's 715; 1x768x2304: 85 against 7).
+Where xbench's float32 GEMMs run on torch's MKL (`blas`) and the CPU is Intel's, kernels' calls go to MKL's
+bfloat16 GEMM for the layouts it takes and reach this GEMM (or `amx`) for the rest (`link`): MKL's is faster there
+at large sizes and for a single row (2048^3: 1,348 GFLOP/s against the AMX GEMM's 715; 1x768x2304: 85 against 7).
+On AMD's CPUs MKL's runs at its float32 rate, and this GEMM is twice as fast (`mkl_runs_bf16`).
 """
 from __future__ import annotations
 
 import functools
+import os
 
 import numba
 import numpy as np
@@ -412,11 +414,27 @@ def _mkl_serial_entry(a, sa0, sa1, b, sb0, sb1, out, so0, so1, M, K, N, threads,
 
 
 @functools.cache
+def mkl_runs_bf16() -> bool:
+    """Whether `link` routes to MKL's bfloat16 GEMM: where it runs at bfloat16's rate. MKL picks its kernels by the CPU's vendor:
+    on an AMD EPYC with AVX512-BF16 it runs at its SGEMM's rate (150-190 GFLOP/s on 2 cores, against the
+    vdpbf16ps GEMM's 330-400), so only Intel's CPUs route to it. `XBENCH_BF16_GEMM=mkl` (or `=own`) decides
+    instead."""
+    choice = os.environ.get("XBENCH_BF16_GEMM", "").lower()
+    if choice in ("mkl", "own"):
+        return choice == "mkl"
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("vendor_id") and "GenuineIntel" in line for line in f)
+    except OSError:
+        return False
+
+
+@functools.cache
 def link(serial: bool) -> str:
     """Register the entry point `call_serial` (or `call`) calls: before any function that calls it is compiled or
     loaded from the cache (a generated module that does runs this first). Behind it, where xbench's float32
-    GEMMs run on torch's MKL and it has a bfloat16 GEMM (`blas.MKL_BF16`), MKL's for the operand layouts it
-    takes, on the same threads; for the others, and everywhere else, `gemm_serial` (`gemm`), or their AMX twins
+    GEMMs run on torch's MKL and it has a bfloat16 GEMM (`blas.MKL_BF16`) that runs in bfloat16 here
+    (`mkl_runs_bf16`), MKL's for the operand layouts it takes, on the same threads; for the others, and everywhere else, `gemm_serial` (`gemm`), or their AMX twins
     (`amx`) where the CPU has AMX and Linux lets this process use it. Returns which: "mkl", "amx" or
     "vdpbf16ps"."""
     from numba.np.ufunc import parallel
@@ -428,7 +446,7 @@ def link(serial: bool) -> str:
     own = "amx" if amx.permitted() else "vdpbf16ps"
     entry = {("amx", True): amx.serial_entry, ("amx", False): amx.gemm_entry,
              ("vdpbf16ps", True): _serial_entry, ("vdpbf16ps", False): _gemm_entry}[own, serial]
-    if not blas.MKL_BF16:
+    if not (blas.MKL_BF16 and mkl_runs_bf16()):
         entry_point(ext.symbol, _C_SIG, entry)
         return own
     entry_point((_own_serial_c if serial else _own_gemm_c).symbol, _C_SIG, entry)
