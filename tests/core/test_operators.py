@@ -1,10 +1,14 @@
 """The core issue's operators on the cpu backend: against the float64 reference backend, and against
 hand-written numpy (an independent oracle), over awkward shapes and non-contiguous inputs."""
+import re
+
+import ml_dtypes
 import numpy as np
 import pytest
 
 import xbench as xb
 from xbench.backends.cpu import winograd
+from xbench.ir import contraction
 
 from . import numpy_ops as N
 
@@ -162,13 +166,44 @@ def test_conv2d_as_shifted_gemms(window, batch_parallel, padding, dilation, kern
         k = prog.kernels[-1]
         knobs = xb.backends.get("cpu").knobs(k)
         assert knobs["window"].choices == ("shift", "pack") + (("winograd",) if winograd else ())
-        assert knobs["window"].default == ("winograd" if winograd else "pack" if kernel == (1, 1) else "shift")
-        sched = {k.name: {"window": window, "batch_parallel": batch_parallel}}
+        merged = "merge_batch" in knobs and knobs["merge_batch"].default      # 7x8 maps and smaller: one GEMM
+        assert knobs["window"].default == ("pack" if merged or kernel == (1, 1) else "winograd" if winograd
+                                           else "shift")
+        sched = {k.name: {"window": window, "batch_parallel": batch_parallel, "merge_batch": False}}
         art = ops.conv2d.compile("cpu", x, w, b, padding=padding, dilation=dilation, schedule=sched)
         assert ("_xb_tap_gemms(" in art.source) == (window == "shift")
         assert ("_xb_wino_tiles_" in art.source) == (window == "winograd")
         expect = N.conv2d(x.astype(np.float64), w, b, 1, padding, dilation)
         np.testing.assert_allclose(art.run(x, w, b)[0], expect, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("case", ["3x3 on 2x2", "1x1 stride 2 on 4x4", "5x5 on 3x3"])
+def test_a_batch_of_small_maps_runs_as_one_gemm(case, dtype):
+    """Convolutions over maps of fewer than 64 output points (ResNet's last stages): the weight is the same for
+    every image, so every image's packed window goes side by side into one GEMM [Cout, K] x [K, batch x points]
+    (`merge_batch`, the default there), the epilogue writing each image's output; the same values as a GEMM per
+    image, and as float64."""
+    shape, wshape, stride, padding = {"3x3 on 2x2": ((8, 16, 2, 2), (24, 16, 3, 3), 1, 1),
+                                      "1x1 stride 2 on 4x4": ((8, 16, 4, 4), (32, 16, 1, 1), 2, 0),
+                                      "5x5 on 3x3": ((4, 8, 3, 3), (8, 8, 5, 5), 1, 2)}[case]
+    x, w = f32(*shape), f32(*wshape)
+    if dtype == "bfloat16":
+        x, w = x.astype(ml_dtypes.bfloat16), w.astype(ml_dtypes.bfloat16)
+    k = ops.conv2d.lower(x, w, None, stride, padding).kernels[-1]
+    c, batch, _, cols = contraction.roles(k)
+    B, P, K = (int(np.prod([a.extent for a in axes])) for axes in (batch, cols, c.axes))
+    assert P < 64 and xb.backends.get("cpu").knobs(k)["merge_batch"].default
+    expect = N.conv2d(x.astype(np.float64), w.astype(np.float64), None, stride, padding)
+    tol = 1e-4 if dtype == "float32" else 0.02 * np.abs(expect).max()
+    outs = {}
+    for merged in (True, False):
+        art = ops.conv2d.compile("cpu", x, w, None, stride, padding, schedule={k.name: {"merge_batch": merged}})
+        packed = re.search(rf"_B = _xb_\w+\(\(({K}, {B * P}|{B * P}, {K})\)", art.source)    # every image's columns
+        assert bool(packed) == merged
+        outs[merged] = np.asarray(art.run(x, w)[0], np.float64)
+        np.testing.assert_allclose(outs[merged], expect, atol=tol)
+    np.testing.assert_allclose(outs[True], outs[False], atol=tol / 10)
 
 
 @pytest.mark.parametrize("batch_parallel", [False, True])

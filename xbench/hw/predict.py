@@ -1188,7 +1188,11 @@ def predict_program(program: Program, target: Target | str, *, counts: Sequence[
             regions, as_tasks = None, True
             if c.contraction is not None and sched.get("impl", "blas") == "blas" and c.dtype in ("float32",
                                                                                                  "float64"):
-                regions = blas_regions(program, k)
+                merged = bool(sched.get("merge_batch")) and sched.get("window", "pack") == "pack"
+                regions = blas_regions(program, k, merged)
+                if merged:                                # one GEMM over every batch point's columns
+                    B, M, N, K = c.contraction
+                    c = replace(c, contraction=(1, M, B * N, K))
                 # a loop over several batch points with parallel loops inside keeps numba's parallel loops
                 as_tasks = c.contraction[0] == 1 or bool(sched.get("batch_parallel"))
                 plan = shift_plan(k) if sched.get("window") in ("shift", "winograd") else None

@@ -18,6 +18,7 @@ from ...config import cache_dir, log, tool_versions
 from ...dtypes import is_float, to_numpy
 from ...errors import BackendError
 from ...ir import contraction
+from ...ir import expr as E
 from ...ir.expr import Call, Idx, Load, Select
 from ...ir.kernel import Kernel, Program, ScatterAdd
 from ...ir.scalar import lookup
@@ -28,7 +29,7 @@ from . import (
     spin,  # noqa: F401 - how long idle threads spin, set before the libraries that start them load
 )
 from .codegen import ModuleWriter, needs_collapse, prefetch_plan, storage_dtype, streamed_store
-from .contract import panel_rows
+from .contract import merged_batch_pays, panel_rows
 from .lowp import LOAD as LOWP
 
 PREFETCH_LINES = (2, 4, 8)
@@ -223,6 +224,11 @@ class CpuBackend:
             out["batch_parallel"] = Knob("batch_parallel", (False, True), d["batch_parallel"],
                                          "contraction: one single-threaded GEMM per core over the batch, "
                                          "instead of multithreaded BLAS per GEMM")
+        if "merge_batch" in d:
+            out["merge_batch"] = Knob("merge_batch", (False, True), d["merge_batch"],
+                                      "contraction whose left operand is the same at every batch point (a "
+                                      "convolution's weight): the points' columns side by side in one GEMM, instead "
+                                      "of a GEMM per point")
         if "window" in d:
             choices = ("shift", "pack", "winograd") if contraction.shift_plan(kernel).winograd else ("shift", "pack")
             out["window"] = Knob("window", choices, d["window"],
@@ -258,6 +264,10 @@ class CpuBackend:
         """Combinations that are the same code as another: panels only split a packed window operand."""
         if schedule.get("window", "pack") != "pack" and schedule.get("panel", 0):
             return "panel applies to the packed window (window = pack) only"
+        if schedule.get("merge_batch") and (schedule.get("window", "pack") != "pack" or schedule.get("panel", 0)
+                                            or schedule.get("batch_parallel")):
+            return "merge_batch packs every batch point's window for one GEMM (window = pack, no panel or " \
+                   "batch_parallel)"
         return None
 
     def default_schedule(self, kernel: Kernel) -> Schedule:
@@ -289,6 +299,13 @@ class CpuBackend:
                     else "pack"
             if batches > 1:
                 s["batch_parallel"] = per_batch
+            if batches > 1 and s["impl"] == "blas" and not (
+                    {a.name for a in roles[1]} & E.free_indices(roles[0].lhs)):
+                s["merge_batch"] = merged_batch_pays(roles)
+                if s["merge_batch"]:
+                    s["batch_parallel"] = False
+                    if "window" in s:
+                        s["window"] = "pack"
         return Schedule(s)
 
     def _write(self, program: Program, schedules: dict[str, Schedule]) -> tuple[str, str, Path, bool]:

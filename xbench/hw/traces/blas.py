@@ -243,18 +243,22 @@ def blas_trace(program: Program, kernel: Kernel, lay: Layout, *, cores: int, vec
     return seq
 
 
-def blas_regions(program: Program, kernel: Kernel) -> int:
+def blas_regions(program: Program, kernel: Kernel, merged: bool = False) -> int:
     """Parallel regions the cpu backend's BLAS path runs for a contraction kernel: one per packing pass of an
     operand that is not a plain view (per batch point when it depends on the batch) and one per batch point for
-    an epilogue that BLAS cannot write in place (np.dot itself runs in the BLAS library's own threads)."""
+    an epilogue that BLAS cannot write in place (np.dot itself runs in the BLAS library's own threads). `merged`
+    (the `merge_batch` knob): one GEMM over every batch point's columns, packed in one pass, stored by one
+    epilogue."""
     kernel = read_in_place(kernel, program.buffers)
     c, batch, m, n = contract_roles(kernel)
-    B = _extent(batch)
+    B = 1 if merged else _extent(batch)
     out = 0
     for e, first, second in ((c.lhs, m, c.axes), (c.rhs, c.axes, n)):
-        if e.dtype != c.dtype or operand_view(e, program.buffers, first, second, batch) is None:
+        if merged and e is c.rhs:
+            out += 1
+        elif e.dtype != c.dtype or operand_view(e, program.buffers, first, second, batch) is None:
             out += B if {a.name for a in batch} & _free(e) else 1
-    if direct_output(kernel, c, program.buffers) is None:
+    if merged or direct_output(kernel, c, program.buffers) is None:
         out += B
     return out
 

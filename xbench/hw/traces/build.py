@@ -39,7 +39,11 @@ def cpu_trace(program: Program, kernel: Kernel, target: Target, *, schedule: Map
                 t.notes.append("Winograd F(2x2, 3x3) traced as the shifted GEMMs over the same padded copy: its "
                                "transformed tiles and 16 smaller GEMMs are not traced")
             return t
-        return blas_trace(program, kernel, lay, cores=cores, vec=vector_bytes(target), data=data)
+        t = blas_trace(program, kernel, lay, cores=cores, vec=vector_bytes(target), data=data)
+        if sched.get("merge_batch") and sched.get("window", "pack") == "pack":
+            t.notes.append("merge_batch: traced as a GEMM per batch point; the backend packs every point's columns "
+                           "for one GEMM, reading the left operand once")
+        return t
     t = CpuPointTrace(program, kernel, lay, cores=cores, parallel=parallel, data=data)
     if roles is not None and impl == "loops":
         t.notes.append("integer contraction: traced in the loop-IR order (the backend's i-k-j loops differ)")
