@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from xbench.backends.cpu import winograd
+from xbench.backends.cpu.mathlib import select
 from xbench.backends.cpu.tasks import new_array, new_zeros
 
 rng = np.random.default_rng(7)
@@ -71,3 +72,35 @@ def test_openblas_threads_limits_every_openblas_and_restores_it():
     with runtime.openblas_threads(1):
         assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
     assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
+
+
+@numba.njit
+def _chosen(c, a, b):
+    return select(c, a, b)
+
+
+def test_select_chooses_between_values_of_any_numeric_type():
+    assert _chosen(True, np.float32(1.5), np.float32(2.5)) == np.float32(1.5)
+    assert _chosen(False, np.float32(1.5), np.float32(2.5)) == np.float32(2.5)
+    assert _chosen(np.int64(3), 7, 9) == 7 and _chosen(np.int64(0), 7, 9) == 9
+    assert _chosen(False, np.float32(1.0), 2.0) == 2.0           # unified to float64
+    assert _chosen(True, False, True) is False
+
+
+def test_a_where_of_plain_reads_computes_both_branches_and_selects_and_a_guarded_read_stays_a_branch():
+    """`where` over elements read at the kernel's own indices is one select of two values (no branch to
+    mispredict on a random mask, and a loop that vectorises); a padded window's read outside its bounds
+    must not be made, so it stays behind its condition."""
+    import xbench as xb
+    a, b, c = (rng.standard_normal((4, 64, 8, 8)).astype(np.float32) for _ in range(3))
+
+    @xb.tensor_op
+    def relu_grad_add(a, b, c):
+        return xb.where(a > 0, b + c, 0.0 * b)
+
+    art = relu_grad_add.compile("cpu", a, b, c)
+    assert "_xb_select(" in art.source
+    np.testing.assert_array_equal(art.run(a, b, c)[0], np.where(a > 0, b + c, np.float32(0) * b))
+    pad = xb.ops.constant_pad_nd.compile("cpu", a, (1, 1, 1, 1))
+    assert "_xb_select(" not in pad.source and " if " in pad.source
+    np.testing.assert_array_equal(pad.run(a)[0], np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1))))

@@ -81,16 +81,20 @@ class Emitter:
                  compute: Callable[[str], str] = lambda d: d,
                  load: Callable[[str, str, str], str] | None = None,
                  cast: Callable[[str, str, str], str | None] | None = None,
-                 wrapping: Callable[[str, list[str]], str] | None = None):
+                 wrapping: Callable[[str, list[str]], str] | None = None,
+                 select: Callable[[str, str, str], str] | None = None):
         """`compute(dtype)`: the type arithmetic on `dtype` values runs in (16-bit floats may widen);
         `load(buf, dtype, text)`: wraps the read of a buffer element; `cast(src, dst, text)`: a backend's own
         spelling of a conversion, or None for the default; `wrapping(fn, args)`: the spelling of an int64
-        add, sub or mul of data (it reads a buffer or a local, unlike index arithmetic) that must wrap."""
+        add, sub or mul of data (it reads a buffer or a local, unlike index arithmetic) that must wrap;
+        `select(cond, a, b)`: a choice between two values both evaluated first, for the selects whose branches
+        may be (`speculable`); without it every select evaluates only its chosen branch."""
         self.functions = functions
         self.compute = compute
         self.load = load
         self.cast = cast
         self.wrapping = wrapping
+        self.select = select
         self.constants: dict[tuple, str] = {}
         self._tmp = itertools.count()
 
@@ -136,7 +140,10 @@ class Emitter:
             text = subscript(e.buf, [self.expr(i, names) for i in e.index])
             return self.load(e.buf, e.dtype, text) if self.load else text
         if isinstance(e, Select):
-            return f"({self.expr(e.a, names)} if {self.expr(e.cond, names)} else {self.expr(e.b, names)})"
+            a, cond, b = self.expr(e.a, names), self.expr(e.cond, names), self.expr(e.b, names)
+            if self.select is not None and speculable(e):
+                return self.select(cond, a, b)
+            return f"({a} if {cond} else {b})"
         if isinstance(e, Cast):
             x = self.expr(e.x, names)
             if self.cast is not None:
@@ -171,6 +178,14 @@ class Emitter:
             raise BackendError(f"this backend has no spelling for {e.fn} on {e.dtype}",
                                hint="use the reference or cpu backend for this operator")
         raise TypeError(f"cannot emit {type(e).__name__}")
+
+
+def speculable(e: Select) -> bool:
+    """Whether both branches of `e` may be evaluated whatever its condition: every buffer read in them is at
+    plain axis variables or constants, always in bounds. A guarded read (a padded window's
+    `x[y + r - 1] if 0 <= y + r - 1 < H else 0`, a gather at a loaded index) is evaluated only where chosen."""
+    return all(all(isinstance(i, (Idx, Const)) for i in n.index)
+               for branch in (e.a, e.b) for n in branch.walk() if isinstance(n, Load))
 
 
 def _reads_data(e: Expr) -> bool:

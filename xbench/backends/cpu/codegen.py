@@ -170,7 +170,7 @@ class ModuleWriter:
         self.task_calls: list[str] = []         # the parts the module's task runs, by kernel index
         self.row_names = {n for k in program.kernels for n in k.row_buffers}
         self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast,
-                               wrapping=self._wrapping)
+                               wrapping=self._wrapping, select=self._select)
         self.fast_math = True
         self._ahead: tuple[str, Expr, int, int] | None = None    # the prefetch the stage being written issues
         self._scalars: dict[str, str] = {}      # 0-d buffers the kernel being written reads into a local first
@@ -188,6 +188,10 @@ class ModuleWriter:
     def _wrapping(self, fn: str, args: list[str]) -> str:
         self.helpers.add("wrapping")
         return f"_xb_wrapping_{fn}({args[0]}, {args[1]})"
+
+    def _select(self, cond: str, a: str, b: str) -> str:
+        self.helpers.add("select")
+        return f"_xb_select({cond}, {a}, {b})"
 
     def _cast(self, src: str, dst: str, text: str) -> str | None:
         if dst in lowp.STORE and src != dst:
@@ -309,6 +313,8 @@ class ModuleWriter:
         if "wrapping" in self.helpers:
             src("from xbench.backends.cpu.mathlib import (wrapping_add as _xb_wrapping_add, "
                 "wrapping_mul as _xb_wrapping_mul, wrapping_sub as _xb_wrapping_sub)")
+        if "select" in self.helpers:
+            src("from xbench.backends.cpu.mathlib import select as _xb_select")
         if "memory" in self.helpers:
             src("from xbench.backends.cpu.memory import prefetch as _xb_prefetch, stream as _xb_stream")
         if "dot" in self.helpers:
