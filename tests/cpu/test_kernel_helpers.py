@@ -104,3 +104,12 @@ def test_a_where_of_plain_reads_computes_both_branches_and_selects_and_a_guarded
     pad = xb.ops.constant_pad_nd.compile("cpu", a, (1, 1, 1, 1))
     assert "_xb_select(" not in pad.source and " if " in pad.source
     np.testing.assert_array_equal(pad.run(a)[0], np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1))))
+
+
+def test_a_running_argmax_chooses_by_selects_keeping_the_first_maximum_and_the_first_nan():
+    import xbench as xb
+    x = rng.integers(0, 4, (64, 37)).astype(np.float32)         # many ties
+    x[5, 7] = x[5, 20] = np.nan
+    art = xb.ops.argmax.compile("cpu", x, 1)
+    assert "_xb_select(_take" in art.source and "if _v" not in art.source
+    np.testing.assert_array_equal(art.run(x)[0], np.argmax(x, axis=1))      # numpy: first maximum, first NaN

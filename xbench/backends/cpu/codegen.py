@@ -888,13 +888,13 @@ class ModuleWriter:
             elif s.kind == "all":
                 src(f"{acc} = {acc} and {v}")
             else:
+                # without branches: a running arg-max over data (a max pool's window) mispredicts half its steps
                 op = ">" if s.kind == "argmax" else "<"
                 src("_v = " + v)
-                nan = f" or (_v != _v and {acc} == {acc})" if is_float(dt) else ""
-                src(f"if _v {op} {acc}{nan}:")
-                with src.indent():
-                    src(f"{acc} = _v")
-                    src(f"{s.index_local} = _pos")
+                nan = f" | ((_v != _v) & ({acc} == {acc}))" if is_float(dt) else ""
+                src(f"_take = (_v {op} {acc}){nan}")
+                src(f"{acc} = {self._select('_take', '_v', acc)}")
+                src(f"{s.index_local} = {self._select('_take', '_pos', s.index_local)}")
                 src("_pos += 1")
 
     def flat_reads(self, src: Source, body: Expr, axes: tuple[Axis, ...]) -> tuple[Expr, tuple[Axis, ...]]:
