@@ -82,19 +82,22 @@ class Emitter:
                  load: Callable[[str, str, str], str] | None = None,
                  cast: Callable[[str, str, str], str | None] | None = None,
                  wrapping: Callable[[str, list[str]], str] | None = None,
-                 select: Callable[[str, str, str], str] | None = None):
+                 select: Callable[[str, str, str], str] | None = None,
+                 in_bounds: Callable[[Load], bool] | None = None):
         """`compute(dtype)`: the type arithmetic on `dtype` values runs in (16-bit floats may widen);
         `load(buf, dtype, text)`: wraps the read of a buffer element; `cast(src, dst, text)`: a backend's own
         spelling of a conversion, or None for the default; `wrapping(fn, args)`: the spelling of an int64
         add, sub or mul of data (it reads a buffer or a local, unlike index arithmetic) that must wrap;
         `select(cond, a, b)`: a choice between two values both evaluated first, for the selects whose branches
-        may be (`speculable`); without it every select evaluates only its chosen branch."""
+        may be (`speculable`, with `in_bounds(load)` saying which reads at computed indices stay inside their
+        buffer); without it every select evaluates only its chosen branch."""
         self.functions = functions
         self.compute = compute
         self.load = load
         self.cast = cast
         self.wrapping = wrapping
         self.select = select
+        self.in_bounds = in_bounds
         self.constants: dict[tuple, str] = {}
         self._tmp = itertools.count()
 
@@ -141,7 +144,7 @@ class Emitter:
             return self.load(e.buf, e.dtype, text) if self.load else text
         if isinstance(e, Select):
             a, cond, b = self.expr(e.a, names), self.expr(e.cond, names), self.expr(e.b, names)
-            if self.select is not None and speculable(e):
+            if self.select is not None and speculable(e, self.in_bounds):
                 return self.select(cond, a, b)
             return f"({a} if {cond} else {b})"
         if isinstance(e, Cast):
@@ -180,12 +183,43 @@ class Emitter:
         raise TypeError(f"cannot emit {type(e).__name__}")
 
 
-def speculable(e: Select) -> bool:
+def speculable(e: Select, in_bounds: Callable[[Load], bool] | None = None) -> bool:
     """Whether both branches of `e` may be evaluated whatever its condition: every buffer read in them is at
-    plain axis variables or constants, always in bounds. A guarded read (a padded window's
+    plain axis variables or constants, or at indices `in_bounds` knows stay inside the buffer (a stride-2
+    gradient's `g[y // 2] if y % 2 == 0 else 0`). A guarded read (a padded window's
     `x[y + r - 1] if 0 <= y + r - 1 < H else 0`, a gather at a loaded index) is evaluated only where chosen."""
-    return all(all(isinstance(i, (Idx, Const)) for i in n.index)
-               for branch in (e.a, e.b) for n in branch.walk() if isinstance(n, Load))
+    def safe(n: Load) -> bool:
+        return all(isinstance(i, (Idx, Const)) for i in n.index) or (in_bounds is not None and in_bounds(n))
+    return all(safe(n) for branch in (e.a, e.b) for n in branch.walk() if isinstance(n, Load))
+
+
+def index_range(e: Expr, extents: dict[str, int]) -> tuple[int, int] | None:
+    """The least and the greatest value of an index expression over the axes' `extents`; None where it reads
+    data, names another variable or uses an operation bounded by nothing here."""
+    if isinstance(e, Const) and e.dtype == INDEX:
+        return int(e.value), int(e.value)
+    if isinstance(e, Idx):
+        n = extents.get(e.name, 0)
+        return (0, n - 1) if n > 0 else None
+    if not (isinstance(e, Call) and e.dtype == INDEX and len(e.args) == 2):
+        return None
+    a, b = (index_range(x, extents) for x in e.args)
+    if a is None or b is None:
+        return None
+    if e.fn == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if e.fn == "sub":
+        return a[0] - b[1], a[1] - b[0]
+    if e.fn == "mul":
+        ends = [x * y for x in a for y in b]
+        return min(ends), max(ends)
+    if e.fn in ("floordiv", "mod") and b[0] == b[1] > 0:
+        c = b[0]
+        return (a[0] // c, a[1] // c) if e.fn == "floordiv" else (0, c - 1)
+    if e.fn in ("minimum", "maximum"):
+        f = min if e.fn == "minimum" else max
+        return f(a[0], b[0]), f(a[1], b[1])
+    return None
 
 
 def _reads_data(e: Expr) -> bool:

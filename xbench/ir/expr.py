@@ -106,7 +106,8 @@ class Call(Expr):
 @dataclass(frozen=True)
 class Select(Expr):
     """`a if cond else b`; only the chosen side is evaluated (backends must keep it lazy: the other side
-    may index out of bounds, e.g. the padding of a window)."""
+    may index out of bounds, e.g. the padding of a window), unless every read in both sides is known to stay
+    inside its buffer, which a backend may then evaluate first and choose without a branch."""
     cond: Expr
     a: Expr
     b: Expr

@@ -23,7 +23,7 @@ from ...ir import expr as E
 from ...ir.expr import INDEX, Call, Cast, Expr, Idx, Load, Local
 from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
 from ...ir.schedule import Schedule
-from ..pyemit import NP_TYPES, Emitter, Source, common, invariants, replace_top_down, subscript
+from ..pyemit import NP_TYPES, Emitter, Source, common, index_range, invariants, replace_top_down, subscript
 from . import lowp, memory
 from .contract import ContractWriter
 from .emit import SCRATCH, Indent, blas_serial, cast, unravel, unrounded
@@ -170,7 +170,8 @@ class ModuleWriter:
         self.task_calls: list[str] = []         # the parts the module's task runs, by kernel index
         self.row_names = {n for k in program.kernels for n in k.row_buffers}
         self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast,
-                               wrapping=self._wrapping, select=self._select)
+                               wrapping=self._wrapping, select=self._select, in_bounds=self._in_bounds)
+        self._extents: dict[str, int] = {}      # the axes of the kernel being written
         self.fast_math = True
         self._ahead: tuple[str, Expr, int, int] | None = None    # the prefetch the stage being written issues
         self._scalars: dict[str, str] = {}      # 0-d buffers the kernel being written reads into a local first
@@ -188,6 +189,17 @@ class ModuleWriter:
     def _wrapping(self, fn: str, args: list[str]) -> str:
         self.helpers.add("wrapping")
         return f"_xb_wrapping_{fn}({args[0]}, {args[1]})"
+
+    def _in_bounds(self, load: Load) -> bool:
+        """Whether a read of a program buffer stays inside it at every point of the kernel being written."""
+        buf = self.program.buffers.get(load.buf)
+        if buf is None or len(buf.shape) != len(load.index):
+            return False
+        for i, n in zip(load.index, buf.shape):
+            r = index_range(i, self._extents)
+            if r is None or r[0] < 0 or r[1] >= n:
+                return False
+        return True
 
     def _select(self, cond: str, a: str, b: str) -> str:
         self.helpers.add("select")
@@ -455,6 +467,9 @@ class ModuleWriter:
         """The kernel's function; a kernel whose code is another's up to names (the same layer repeated, the
         query, key and value projections) is that function under its own name, compiled once."""
         sched = self.schedules.get(k.name, Schedule())
+        self._extents = {a.name: a.extent for s in k.stages
+                         for a in ((s.axis,) if hasattr(s, "axis") else getattr(s, "axes", ()))}
+        self._extents.update({a.name: a.extent for a in k.outer})
         if k.kind == "contract" and contraction.roles(k) is not None and sched.get("impl", "blas") != "points":
             text = ContractWriter(self, k, sched).text()
         elif column_sum(k):
