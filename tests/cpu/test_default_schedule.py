@@ -99,7 +99,7 @@ def test_parallel_loops_use_only_the_cores_no_other_task_is_running_on(tmp_path,
         f.write_text(text)
         monkeypatch.setattr(tasks, "_loadavg", [os.open(f, os.O_RDONLY)])
         try:
-            return tasks.free_cores()
+            return tasks._read_free_cores()
         finally:
             os.close(tasks._loadavg[0])
 
@@ -114,6 +114,16 @@ def test_parallel_loops_use_only_the_cores_no_other_task_is_running_on(tmp_path,
     tasks.share_threads(True)
     assert with_loadavg("2.50 2.40 2.30 3/120 999\n") == 3          # one other task, and one thread of ours
     assert with_loadavg("0.50 0.40 0.30 1/120 999\n") == 4
+
+
+def test_the_free_cores_are_read_again_only_after_a_while(monkeypatch):
+    from xbench.backends.cpu import tasks
+    reads = []
+    monkeypatch.setattr(tasks, "_read_free_cores", lambda: reads.append(1) or len(reads))
+    monkeypatch.setattr(tasks, "_free", [0, 0])
+    assert [tasks.free_cores() for _ in range(3)] == [1, 1, 1]
+    monkeypatch.setattr(tasks, "FREE_CORES_NS", 0)
+    assert [tasks.free_cores() for _ in range(2)] == [2, 3]
 
 
 def test_this_process_running_threads_are_counted():

@@ -22,6 +22,7 @@ import copy
 import ctypes
 import functools
 import os
+import time
 
 import numpy as np
 from llvmlite import ir
@@ -239,12 +240,26 @@ def _own_running() -> int:
     return max(0, sum(s[s.rindex(b")") + 2] == 82 for s in states) - 1)          # 'R', less this thread
 
 
+# free_cores' answer holds this long: a step launches hundreds of parallel loops, and reading /proc for each cost
+# 2-20 us (a pread per thread of this process where others share the host), as much as the loop on a small map
+FREE_CORES_NS = 2_000_000
+_free: list[int] = [0, 0]           # [when, answer]
+
+
 def free_cores() -> int:
     """Cores not running another task right now (/proc/loadavg's count of runnable tasks, read in about a
-    microsecond from an open file; this thread is one of them). A parallel loop waits for its slowest thread:
-    where other processes hold the cores, a thread of ours waits for a time slice (4-16 ms) before it runs.
-    Where the kernels' libraries share numba's threads (`share_threads`), those of this process's threads that are
-    running are our own threads spinning for the next loop, and are not counted (about 1.5 us a thread)."""
+    microsecond from an open file; this thread is one of them), as read at most FREE_CORES_NS ago. A parallel
+    loop waits for its slowest thread: where other processes hold the cores, a thread of ours waits for a time
+    slice (4-16 ms) before it runs. Where the kernels' libraries share numba's threads (`share_threads`), those of
+    this process's threads that are running are our own threads spinning for the next loop, and are not counted
+    (about 1.5 us a thread)."""
+    now = time.monotonic_ns()
+    if now - _free[0] >= FREE_CORES_NS:
+        _free[:] = now, _read_free_cores()
+    return _free[1]
+
+
+def _read_free_cores() -> int:
     try:
         if not _loadavg:
             _loadavg.append(os.open("/proc/loadavg", os.O_RDONLY))
