@@ -41,11 +41,16 @@ def test_a_depthwise_conv1d_narrows_its_loops_to_the_window_inside_the_input():
     np.testing.assert_allclose(art.run(x, w)[0], want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("stride, padding, dilation", [(2, 1, 1), ((2, 3), (1, 2), (1, 2))])
-def test_a_strided_depthwise_conv2d_runs_over_its_planes_phases(stride, padding, dilation):
+def test_a_strided_depthwise_conv2d_runs_over_its_planes_phases(stride, padding, dilation, parallel):
     x, w = _case((11, 12), 4, (3, 3))
-    art = xb.ops.conv2d.compile("cpu", x, w, None, stride=stride, padding=padding, dilation=dilation, groups=4)
+    art = xb.ops.conv2d.compile("cpu", x, w, None, stride=stride, padding=padding, dilation=dilation, groups=4,
+                                schedule={"k0_contract": {"parallel": parallel}})
     assert "_acc[_j] += _a * _X[_j + _o]" in art.source and "_xb_dot(" not in art.source
+    if parallel:        # each thread's padded plane is allocated once and reused for all its planes
+        part = art.source[art.source.index("def k0_contract_part("):]
+        assert part.index("_X = _xb_new_zeros(") < part.index("in range(_lo, _hi):")
     want = _torch(torch.nn.functional.conv2d, x, w, stride=stride, padding=padding, dilation=dilation, groups=4)
     np.testing.assert_allclose(art.run(x, w)[0], want, rtol=1e-5, atol=1e-5)
 

@@ -10,6 +10,7 @@ epilogue while the block is still in cache; integer contractions use a blocked l
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
 import re
 import textwrap
@@ -27,6 +28,7 @@ from ..pyemit import NP_TYPES, Emitter, Source, common, index_range, invariants,
 from . import lowp, memory
 from .contract import ContractWriter
 from .emit import SCRATCH, Indent, blas_serial, cast, unravel, unrounded
+from .flatten import flatten
 from .order import BLOCK, block_var, scatter_block, transposed_loops
 
 try:
@@ -175,6 +177,7 @@ class ModuleWriter:
         self.fast_math = True
         self._ahead: tuple[str, Expr, int, int] | None = None    # the prefetch the stage being written issues
         self._scalars: dict[str, str] = {}      # 0-d buffers the kernel being written reads into a local first
+        self._views: dict[str, tuple[str, tuple[int, ...]]] = {}    # flat views (`flat`): buffer, shape
         self._seen: dict[str, str] = {}         # each kernel function's code, up to names -> its kernel
 
     # ---- 16-bit floats: uint16 bits in buffers, float32 in registers ---------------------------------
@@ -192,10 +195,11 @@ class ModuleWriter:
 
     def _in_bounds(self, load: Load) -> bool:
         """Whether a read of a program buffer stays inside it at every point of the kernel being written."""
-        buf = self.program.buffers.get(load.buf)
-        if buf is None or len(buf.shape) != len(load.index):
+        shape = self._views[load.buf][1] if load.buf in self._views else \
+            getattr(self.program.buffers.get(load.buf), "shape", None)
+        if shape is None or len(shape) != len(load.index):
             return False
-        for i, n in zip(load.index, buf.shape):
+        for i, n in zip(load.index, shape):
             r = index_range(i, self._extents)
             if r is None or r[0] < 0 or r[1] >= n:
                 return False
@@ -222,7 +226,7 @@ class ModuleWriter:
     def assign(self, buf: str, index: list[str], value: str, op: str = "=") -> str:
         """`buf[index] = value` (or `+=`), rounding to 16 bits when the buffer stores them."""
         target = subscript(buf, index)
-        b = self.program.buffers.get(buf)
+        b = self.program.buffers.get(self._views[buf][0] if buf in self._views else buf)
         if b is None or b.dtype not in lowp.STORE:
             return f"{target} {op} {value}"
         self.helpers.add("lowp")
@@ -502,26 +506,33 @@ class ModuleWriter:
                 or any("numba.prange(" in line for line in setup)):
             return self.segments(k, lines) or text
         once = []
-        if any(_writes_param(line, params) for line in setup):
+        written = [*params, *(v for v, (base, _) in self._views.items() if base in params)]    # through views too
+        if any(_writes_param(line, written) for line in setup):
             if _assigned(setup) & _names(lines[at + 1:]):
                 return text
             once, setup = setup, []
         self.helpers.add("tasks")
         var, n = head.groups()
         shapes = [(tuple(b.shape), storage_dtype(b.dtype).name) for b in bufs]
+        text, used = self.part(f"{k.name}_part", params, shapes, var, lines[at + 1:], setup)
         return "\n".join([
-            self.part(f"{k.name}_part", params, shapes, var, lines[at + 1:], setup),
+            text,
             *([self.decorator(False), f"def {k.name}_head({', '.join(params)}):", *once, "", ""] if once else []),
             f"def {k.name}({', '.join(params)}):",
             *([f"    {k.name}_head({', '.join(params)})"] if once else []),
-            f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {n}, {', '.join(params)})",
+            f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {n}, {', '.join(used)})",
         ])
 
     def part(self, name: str, params: list[str], shapes: list[tuple], var: str, body: list[str],
-             setup: list[str] = ()) -> str:
-        """`name(params, _lo, _hi)`: `setup`, then a parallel loop's `body` over [_lo, _hi) of `var`, its
+             setup: list[str] = ()) -> tuple[str, list[str]]:
+        """`name(buffers, _lo, _hi)`: `setup`, then a parallel loop's `body` over [_lo, _hi) of `var`, its
         per-thread scratch (allocated per iteration under prange) allocated once, nested parallel loops serial;
-        the module's task calls it with views of `shapes` ((shape, numpy dtype name) per parameter)."""
+        the module's task calls it with views of `shapes` ((shape, numpy dtype name) per parameter). Its
+        buffers are the parameters the part uses, which the launch passes (each array's address costs Python
+        about 2 us to read: a packing loop needs 2 of a contraction's 15); returns the text and those."""
+        used = set(re.findall(r"\b\w+\b", "\n".join([*setup, *body])))
+        keep = [(p, sh) for p, sh in zip(params, shapes) if p in used]
+        params, shapes = [p for p, _ in keep], [sh for _, sh in keep]
         views = ", ".join(f"_xb_array_at(_args[{i + 1}], {shape or (1,)!r}, np.{dtype})"
                           for i, (shape, dtype) in enumerate(shapes))
         self.task_calls.append(f"{name}({views}, _lo, _hi)")
@@ -540,7 +551,7 @@ class ModuleWriter:
             *[line.replace("numba.prange(", "range(") for line in body if not line.endswith(SCRATCH)],
             "",
             "",
-        ])
+        ]), params
 
     def segments(self, k: Kernel, lines: list[str]) -> str | None:
         """A kernel whose body is scratch allocations, parallel loops and GEMM calls in sequence (a contraction's
@@ -572,10 +583,11 @@ class ModuleWriter:
                 steps.append(f"    {new.group(1)} = _xb_empty({new.group(2)}, np.{new.group(3)})")
             elif loop:
                 end = next((j for j in range(i + 1, len(body)) if not body[j].startswith("        ")), len(body))
-                loops.append(self.part(f"{k.name}_part{len(loops)}", params + scratch, shapes,
-                                       loop.group(1), body[i + 1:end], scalars))
+                text, used = self.part(f"{k.name}_part{len(loops)}", params + scratch, shapes,
+                                       loop.group(1), body[i + 1:end], scalars)
+                loops.append(text)
                 steps.append(f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {loop.group(2)}, "
-                             f"{', '.join(params + scratch)})")
+                             f"{', '.join(used)})")
                 i = end
                 continue
             elif re.fullmatch(r"    _xb_(gemm_bf16|gemm_bf16_serial|dot|dot_add)\(.*\)", line):
@@ -627,6 +639,7 @@ class ModuleWriter:
                     with src.indent():
                         self.point(src, k, bound)
             else:
+                k = self.flat_outer(src, k, sched)
                 collapse = int(sched.get("collapse", 1)) if k.outer else 0
                 collapse = max(1, min(collapse, len(k.outer))) if k.outer else 0
                 bound = self.open_outer(src, k.outer, collapse, parallel)
@@ -684,6 +697,27 @@ class ModuleWriter:
                 local = f"_z_{name}"
                 src(f"{local} = {text}")
                 self._scalars[name] = local
+
+    def flat_outer(self, src: Source, k: Kernel, sched: Schedule) -> Kernel:
+        """`k` with its innermost outer axes as one (`flat`), where its stages are plain stores and values at
+        each point; `k` itself otherwise."""
+        if len(k.outer) < 2 or k.row_buffers or sched.get("stores") == "streaming" or sched.get("prefetch") \
+                or not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes and s.scope == "global"
+                           for s in k.stages):
+            return k
+        exprs = [e for s in k.stages for e in ((s.value,) if isinstance(s, Assign)
+                                               else (self.target(s.buf, s.index), s.value))]
+        flat, outer = self.flat(src, exprs, k.outer)
+        if outer == k.outer:
+            return k
+        it, stages = iter(flat), []
+        for s in k.stages:
+            if isinstance(s, Assign):
+                stages.append(Assign(s.local, next(it)))
+            else:
+                target, value = next(it), next(it)
+                stages.append(Store(target.buf, (), target.index, value, s.scope))
+        return dataclasses.replace(k, outer=outer, stages=stages)
 
     def open_outer(self, src: Source, outer: tuple[Axis, ...], collapse: int, parallel: bool) -> set[str]:
         """Open the outer loops (leading `collapse` axes flattened into one prange). Returns bound names."""
@@ -815,10 +849,14 @@ class ModuleWriter:
             src(f"{s.local} = {v}")
         elif isinstance(s, Store):
             exprs = self.hoist(src, [*s.index, s.value], {a.name for a in s.axes}) if s.axes else [*s.index, s.value]
-            opened = self.row_loop(src, s.axes[0]) if self._ahead is not None else self.loops(src, s.axes)
+            buf, axes = s.buf, s.axes
+            if self._ahead is None and len(axes) > 1:
+                (target, value), axes = self.flat(src, [self.target(s.buf, exprs[:-1]), exprs[-1]], axes)
+                buf, exprs = target.buf, [*target.index, value]
+            opened = self.row_loop(src, axes[0]) if self._ahead is not None else self.loops(src, axes)
             with Indent(src, opened):
                 vals = self.values(src, exprs, bound, set())
-                src(self.assign(s.buf, vals[:-1], vals[-1]))
+                src(self.assign(buf, vals[:-1], vals[-1]))
         elif isinstance(s, Reduce):
             self.reduce(src, s, bound)
         elif isinstance(s, Contract):
@@ -882,7 +920,7 @@ class ModuleWriter:
         }[s.kind]
         body = s.body if s.body.dtype == dt or s.kind in ("any", "all") else Cast(s.body, dt)
         (body,) = self.hoist(src, [body], {a.name for a in s.axes})
-        body, axes = self.flat_reads(src, body, s.axes)
+        (body,), axes = self.flat(src, [body], s.axes)
         if s.kind in ("max", "min") and is_float(dt):
             return self._key_reduce(src, s, body, axes, bound)
         acc = s.local
@@ -912,44 +950,32 @@ class ModuleWriter:
                 src(f"{s.index_local} = {self._select('_take', '_pos', s.index_local)}")
                 src("_pos += 1")
 
-    def flat_reads(self, src: Source, body: Expr, axes: tuple[Axis, ...]) -> tuple[Expr, tuple[Axis, ...]]:
-        """`body` and the loops over `axes` with the innermost of them run as one loop, where every read along
-        them walks whole trailing dimensions of a buffer in order (a batch norm's sum over an image's rows and
-        columns): each such buffer is read through a view with those dimensions as one, defined here. LLVM
-        vectorises the one long loop and not the nest of short ones (a sum over [8, 256, 16, 16] per channel:
-        425 us nested, 49 us flat); the order of the sum is the same."""
-        for j in range(len(axes) - 1):
-            flat = Axis(f"{axes[j].name}_f", int(np.prod([a.extent for a in axes[j:]])))
-            found = self._flattened(body, axes[j:], flat)
-            if found is not None:
-                flattened, views = found
-                for name, text in views.items():
-                    src(f"{name} = {text}")
-                return flattened, (*axes[:j], flat)
-        return body, axes
+    def target(self, buf: str, index) -> Load:
+        """A store's place as a read of it, for `flat` to rewrite with the reads."""
+        b = self.program.buffers.get(buf)
+        return Load(buf, tuple(index), b.dtype if b is not None else "float32")
 
-    def _flattened(self, body: Expr, inner: tuple[Axis, ...], flat: Axis) -> tuple[Expr, dict[str, str]] | None:
-        """`body` reading along `inner` through views with those trailing dimensions as one (`flat`), and the
-        views' definitions by name; None where some read along them does not walk whole trailing dimensions."""
-        names, shape, d = [a.name for a in inner], tuple(a.extent for a in inner), len(inner)
-        views: dict[str, str] = {}
-
-        def view(n: Expr) -> Expr | None:
-            if not isinstance(n, Load) or not {*names} & E.free_indices(n):
+    def flat(self, src: Source, exprs: list[Expr], axes: tuple[Axis, ...], keep: int = 0,
+             shapes: dict[str, tuple[int, ...]] | None = None) -> tuple[list[Expr], tuple[Axis, ...]]:
+        """`exprs` and the loops over `axes`, with the innermost of them run as one loop where every access
+        walks them in memory order (`flatten`: a pack's or a batch norm's loops over an image's rows and
+        columns), the views that takes defined here; unchanged where they do not. `shapes` adds scratch
+        buffers (a GEMM's packed operands); `keep` leading axes stay loops of their own."""
+        def shape_of(buf: str) -> tuple[int, ...] | None:
+            if buf in self.row_names or buf in self._scalars:
                 return None
-            buf = self.program.buffers.get(n.buf)
-            if buf is None or n.buf in self.row_names or n.buf in self._scalars or len(n.index) < d \
-                    or tuple(buf.shape[len(buf.shape) - d:]) != shape \
-                    or any(not isinstance(i, Idx) or i.name != a for i, a in zip(n.index[len(n.index) - d:], names)):
-                return n
-            name = f"_{flat.name}_{n.buf}"
-            views[name] = f"{n.buf}.reshape({(*buf.shape[:len(buf.shape) - d], flat.extent)})"
-            return Load(name, (*n.index[:len(n.index) - d], flat.var), n.dtype)
-
-        flattened = body.map(view)
-        if not views or {*names} & E.free_indices(flattened):
-            return None
-        return flattened, views
+            if shapes and buf in shapes:
+                return shapes[buf]
+            b = self.program.buffers.get(buf)
+            return None if b is None else tuple(b.shape)
+        found = flatten(exprs, axes, shape_of, self._extents, keep)
+        if found is None:
+            return exprs, axes
+        for line in found.definitions():
+            src(line)
+        self._views.update(found.views)
+        self._extents[found.axes[-1].name] = found.axes[-1].extent
+        return found.exprs, found.axes
 
     def _key_reduce(self, src: Source, s: Reduce, body: Expr, axes: tuple[Axis, ...], bound: set[str]) -> None:
         """A NaN-propagating float max/min as an integer one over the values' order keys (see `mathlib`),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...ir import contraction
 from ...ir import expr as E
 from ...ir.expr import Expr, Idx, Load, Local
-from ...ir.kernel import Assign, Kernel
+from ...ir.kernel import Assign, Kernel, Store
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Source
 from . import bf16gemm, lowp, winograd
@@ -106,15 +106,19 @@ class ContractWriter:
         return base if stored == (R, C) else f"{base}.reshape({R}, {C})"
 
     def _pack(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
-        R = prod(rows)
-        src(f"for _p in numba.prange({R}):")
+        src(f"for _p in numba.prange({prod(rows)}):")
         with src.indent():
             unravel(src, "_p", rows, "_pr")
-            depth = self.w.loops(src, tuple(cols))
-            with Indent(src, depth):
-                flat = E.linear(tuple(a.var for a in cols), tuple(a.extent for a in cols))
-                (v,) = self.w.values(src, [cast(e, dtype)], set(), set())
-                src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
+            self._pack_row(src, name, cast(e, dtype), rows, cols, dtype)
+
+    def _pack_row(self, src: Source, name: str, e: Expr, rows, cols, dtype: str) -> None:
+        """`name[_p, :]` = e along `cols`, their loops as one where every read walks them in order."""
+        shape = (prod(rows), prod(cols))
+        place = Load(name, (Idx("_p"), E.linear(tuple(a.var for a in cols), tuple(a.extent for a in cols))), dtype)
+        (place, e), axes = self.w.flat(src, [place, e], tuple(cols), shapes={name: shape})
+        with Indent(src, self.w.loops(src, axes)):
+            (v,) = self.w.values(src, [e], set(), set())
+            src(f"{name}[_p, {self.w.emitter.expr(place.index[1])}] = {self._stored(v, dtype)}")
 
     def _pack_lhs(self, src: Source, e: Expr, dtype: str, transposed: bool, kaxes=None) -> None:
         """`_A` as [M, K], or [K, M] where `transposed`, over `kaxes` (default: all contraction axes)."""
@@ -417,11 +421,7 @@ class ContractWriter:
         with src.indent():
             unravel(src, "_p", cols, "_pk")
             (e2,) = self.w.hoist(src, [cast(e, dtype)], {a.name for a in rows})
-            depth = self.w.loops(src, tuple(rows))
-            with Indent(src, depth):
-                flat = E.linear(tuple(a.var for a in rows), tuple(a.extent for a in rows))
-                (v,) = self.w.values(src, [e2], set(), set())
-                src(f"{name}[_p, {self.w.emitter.expr(flat)}] = {self._stored(v, dtype)}")
+            self._pack_row(src, name, e2, cols, rows, dtype)
 
     def _runs_along(self, e: Expr, axes) -> bool:
         """Whether every read of a multi-dimensional buffer in `e` that moves along `axes` has its last (contiguous)
@@ -459,18 +459,25 @@ class ContractWriter:
                 lambda x: acc if isinstance(x, Local) and x.name == self.c.local else None)) for s in self.k.stages[1:]]
             exprs = [x for s in stages for x in s.exprs()]
             inner = {a.name for a in self.n} | {s.local for s in stages if isinstance(s, Assign)}
-            hoisted = self.w.hoist(src, exprs, inner)
-            depth = self.w.loops(src, tuple(self.n))
-            with Indent(src, depth):
-                it = iter(hoisted)
+            hoisted = iter(self.w.hoist(src, exprs, inner))
+            # each stage as a local's value, or a store's place (a read of it) and value
+            items = [next(hoisted) if isinstance(s, Assign) else
+                     self.w.target(s.buf, [next(hoisted) for _ in s.index]) for s in stages]
+            items = [x for s, item in zip(stages, items) for x in ((item,) if isinstance(s, Assign) else
+                                                                  (item, next(hoisted)))]
+            axes = tuple(self.n)
+            if cols is None and all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes for s in stages):
+                items, axes = self.w.flat(src, items, axes, shapes={cbuf: (M, prod(self.n))})
+            with Indent(src, self.w.loops(src, axes)):
+                it = iter(items)
                 for s in stages:
-                    n_exprs = len(s.exprs())
-                    es = [next(it) for _ in range(n_exprs)]
-                    vals = self.w.values(src, es, set(), set())
                     if isinstance(s, Assign):
-                        src(f"{s.local} = {vals[0]}")
+                        (v,) = self.w.values(src, [next(it)], set(), set())
+                        src(f"{s.local} = {v}")
                     else:
-                        src(self.w.assign(s.buf, vals[:-1], vals[-1]))
+                        place, value = next(it), next(it)
+                        vals = self.w.values(src, [*place.index, value], set(), set())
+                        src(self.w.assign(place.buf, vals[:-1], vals[-1]))
 
     def _checked_loops(self, src: Source, checks: list[dict[str, int]]) -> int:
         """The N loops over a right operand read only inside bounds (`contraction.bounds_checked`: a zero-padded
@@ -517,8 +524,11 @@ class ContractWriter:
         with src.indent():
             bound = w.open_outer(src, tuple(pts), len(pts), True)
             with src.indent():
-                src(f"_X = _xb_new_zeros(({sy * sx * P},), {ty})")
-                src(f"_acc = _xb_new_zeros(({L},), {ty})")
+                # once per thread: every plane writes the same elements of _X, whose padding stays 0
+                src(f"_X = _xb_new_zeros(({sy * sx * P},), {ty})" + SCRATCH)
+                src(f"_acc = _xb_new(({L},), {ty})" + SCRATCH)
+                src(f"for _j in range({L}):")
+                src(f"    _acc[_j] = {w.emitter.const(0, c.dtype)}")
                 src(f"for _y in range({max(0, -oy)}, {min(sy * hp, hin - oy)}):")
                 with src.indent():
                     src(f"for _x in range({max(0, -ox)}, {min(sx * wp, win - ox)}):")
