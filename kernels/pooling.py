@@ -211,12 +211,13 @@ def _max_pool_backward(name, nd, grad_output, self, indices):
     if tuple(indices.shape) != tuple(grad_output.shape):
         raise ValueError(f"{name}: indices {tuple(indices.shape)} must be shaped like grad_output "
                          f"{tuple(grad_output.shape)}")
-    lead = tuple(self.shape[:self.ndim - nd])
-    planes, plane = int(np.prod(lead)), int(np.prod(self.shape[self.ndim - nd:]))
-    base = (xb.arange(planes) * plane).reshape(lead + (1,) * nd)
-    target = (xb.clamp(indices.astype("int64"), 0, plane - 1) + base).reshape(-1)
-    flat = xb.zeros((planes * plane,), grad_output.dtype)
-    return xb.scatter_add(flat, target, grad_output.reshape(-1), axis=0).reshape(tuple(self.shape))
+    planes = int(np.prod(self.shape[:self.ndim - nd]))
+    plane = int(np.prod(self.shape[self.ndim - nd:]))
+    outs = int(np.prod(grad_output.shape[grad_output.ndim - nd:]))
+    # per plane: each plane's additions are its own, so the scatter splits across threads by plane
+    offsets = xb.clamp(indices.astype("int64"), 0, plane - 1).reshape((planes, outs))
+    return xb.scatter_add_along_axis(xb.zeros((planes, plane), grad_output.dtype), offsets,
+                                     grad_output.reshape((planes, outs)), axis=1).reshape(tuple(self.shape))
 
 
 def _torch_max_backward(nd: int):

@@ -105,6 +105,7 @@ from .lang.functions import (
     round,
     rsqrt,
     scatter_add,
+    scatter_add_along_axis,
     sigmoid,
     sign,
     signbit,

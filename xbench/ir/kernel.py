@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import SHORT
-from .expr import Expr, Idx, Load, Local, free_indices
+from .expr import Expr, Idx, Load, Local
 
 
 @dataclass(frozen=True)
@@ -181,14 +181,11 @@ class ScatterAdd:
         return f"{self.buf}[{', '.join(map(str, self.index))}] += {self.value} for {_axes(self.axes)}"
 
     def disjoint_axis(self) -> Axis | None:
-        """An axis that alone indexes one dimension of the target (and no other), so that points differing in
-        it add into different elements: the points can be split along it with no two parts adding into one
-        element, each element still receiving its additions in the same order. The longest such axis."""
-        found = []
-        for a in self.axes:
-            at = [d for d, i in enumerate(self.index) if a.name in free_indices(i)]
-            if len(at) == 1 and isinstance(self.index[at[0]], Idx) and self.index[at[0]].name == a.name:
-                found.append(a)
+        """An axis that alone indexes one dimension of the target, so that points differing in it add into
+        different elements (whatever the other dimensions' indices, which may depend on it too: a max pool's
+        gradient per plane): the points can be split along it with no two parts adding into one element, each
+        element still receiving its additions in the same order. The longest such axis."""
+        found = [a for a in self.axes if any(isinstance(i, Idx) and i.name == a.name for i in self.index)]
         return max(found, key=lambda a: a.extent, default=None)
 
 

@@ -777,6 +777,22 @@ def take_along_axis(x, indices, axis: int) -> Tensor:
     return bind("gather", x, *coords, axes=tuple(range(x.ndim)))
 
 
+def scatter_add_along_axis(x, indices, updates, axis: int) -> Tensor:
+    """A copy of x with updates[i][j] added at [i][indices[i][j]] along `axis`, repeated indices accumulating:
+    the transpose of `take_along_axis`, PyTorch's `scatter_add(input, dim, index, src)`. Each point adds only
+    into its own row along the other axes, so a backend may split those across threads."""
+    x, idx, upd = asarray(x), _index_tensor(indices), asarray(updates)
+    axis = _norm_axis(axis, x.ndim)
+    if idx.ndim != x.ndim:
+        raise _err(ShapeError, f"scatter_add_along_axis needs indices with {x.ndim} dims, got {idx.ndim}")
+    if builtins.any(i > n for d, (i, n) in enumerate(zip(idx.shape, x.shape)) if d != axis):
+        raise _err(ShapeError, f"scatter_add_along_axis: indices {idx.shape} are larger than x {x.shape} "
+                               f"off axis {axis}")
+    upd = broadcast_to(cast(upd, x.dtype), idx.shape)
+    coords = [iota(idx.shape, i) if i != axis else idx for i in range(x.ndim)]
+    return bind("scatter_add", x, upd, *coords, axes=tuple(range(x.ndim)))
+
+
 def scatter_add(x, indices, updates, axis: int = 0) -> Tensor:
     """A copy of x with `updates` added at `indices` along `axis` (the transpose of `gather`)."""
     x, idx, upd = asarray(x), _index_tensor(indices), asarray(updates)

@@ -62,11 +62,16 @@ def _g_ref(x, *idxs, axes):
     return x[_full_index(x.shape, idxs, axes, idxs[0].ndim)]
 
 
-def gathered_index(x_shape, axes, idx_values, rest_index) -> tuple[E.Expr, ...]:
-    """Index into x from loaded index values (wrapped and clamped) and the remaining output coordinates."""
+def gathered_index(x_shape, axes, idx_values, rest_index, extents=None) -> tuple[E.Expr, ...]:
+    """Index into x from loaded index values (wrapped and clamped) and the remaining output coordinates. A value
+    that is a loop variable of `extents` (name -> extent) no longer than the axis is in range as it is (the
+    iota along another axis of `take_along_axis`'s transpose)."""
     sub: list[E.Expr | None] = [None] * len(x_shape)
     for a, v in zip(axes, idx_values):
         n = x_shape[a]
+        if isinstance(v, E.Idx) and extents and extents.get(v.name, n + 1) <= n:
+            sub[a] = v
+            continue
         v = v if v.dtype == E.INDEX else Cast(v, E.INDEX)
         wrapped = Select(E.lt(v, E.ZERO), E.add(v, E.const(n)), v, E.INDEX)
         sub[a] = E.clamp(wrapped, 0, max(n - 1, 0))
@@ -120,6 +125,6 @@ def _s_build(eqn, ctx):
     uvars = tuple(a.var for a in upd_axes)
     s = idxs[0].ndim
     values = [ctx.expr(i, uvars[:s]) for i in idxs]
-    target = gathered_index(x.shape, axes, values, uvars[s:])
+    target = gathered_index(x.shape, axes, values, uvars[s:], {a.name: a.extent for a in upd_axes})
     scatter = ScatterAdd(out, upd_axes, target, ctx.expr(updates, uvars))
     return Kernel(ctx.kernel_name("scatter_add"), "scatter", (), [copy, scatter])
