@@ -111,3 +111,23 @@ def test_a_depthwise_conv2d_of_an_activated_input_evaluates_it_into_the_plane():
     assert [k.kind for k in art.program.kernels] == ["contract"] and "_acc[_j] += _a * _X[_j + _o]" in art.source
     want = _torch(torch.nn.functional.conv2d, np.clip(x * scale, 0, 6), w, stride=2, padding=1, groups=6)
     np.testing.assert_allclose(art.run(x, scale, w)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_a_depthwise_weight_gradient_runs_as_loops_over_the_input_in_place(dtype):
+    # per channel 1 x (N·H·W) by an (N·H·W) x 9 window: as BLAS a GEMV over a packed copy of the window
+    import ml_dtypes
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    rng = np.random.default_rng(5)
+    g, x = (rng.standard_normal((2, 6, 12, 12)).astype(dt) for _ in range(2))
+    w = rng.standard_normal((6, 1, 3, 3)).astype(dt)
+    args = (g, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 6, [False, True, False])
+    art = xb.ops.convolution_backward.compile("cpu", *args)
+    (k,) = [k for k in art.kernels if k.kind == "contract"]
+    assert k.schedule["impl"] == "loops"
+    (got,) = [o for o in art.run(g, x, w) if np.shape(o) == w.shape]         # the one gradient asked for
+    t64 = [torch.from_numpy(np.asarray(a, np.float64)) for a in (g, x, w)]
+    want = torch.ops.aten.convolution_backward(*t64, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 6,
+                                               [False, True, False])[1].numpy()
+    tol = 1e-4 if dtype == np.float32 else 0.02 * np.abs(want).max()
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-4, atol=tol)

@@ -70,3 +70,25 @@ def test_a_scatter_add_along_an_axis_splits_across_threads_by_row_whatever_the_r
     np.testing.assert_array_equal(split.run(x, idx, upd)[0], serial.run(x, idx, upd)[0])
     with pytest.raises(xb.XbenchError, match="indices with 2 dims"):
         add_along_rows.compile("cpu", x, idx[0], upd[0])
+
+
+@xb.tensor_op
+def resample_rows(x):
+    # a resampling's source rows: a captured table, every entry inside the axis
+    return x[np.array([0, 0, 1, 2, 2, 3])] * 2.0
+
+
+@xb.tensor_op
+def last_rows(x):
+    return x[np.array([-1, 0, 2])]
+
+
+def test_a_read_through_a_captured_table_inside_its_axis_needs_no_wrap_or_clamp():
+    x = np.random.default_rng(3).standard_normal((4, 5)).astype(np.float32)
+    art = resample_rows.compile("cpu", x)
+    assert "< 0" not in art.source and "min(max(" not in art.source
+    np.testing.assert_array_equal(art.run(x)[0], x[[0, 0, 1, 2, 2, 3]] * 2)
+    # a negative entry counts from the end, as every index does
+    art = last_rows.compile("cpu", x)
+    assert "< 0" in art.source
+    np.testing.assert_array_equal(art.run(x)[0], x[[-1, 0, 2]])

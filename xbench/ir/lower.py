@@ -95,6 +95,14 @@ class LowerCtx:
             name = const
         return Load(name, index, var.dtype)
 
+    def value_range(self, e: Expr) -> tuple[int, int] | None:
+        """The least and greatest value of a read of a captured integer array (a resampling's index table)."""
+        buf = self.buffers.get(e.buf) if isinstance(e, Load) else None
+        if buf is None or buf.role != "const" or buf.value is None or not np.issubdtype(buf.value.dtype, np.integer) \
+                or buf.value.size == 0:
+            return None
+        return int(buf.value.min()), int(buf.value.max())
+
     # ---- expressions ---------------------------------------------------------------------------------
     def expr(self, var: Var, index: tuple[Expr, ...]) -> Expr:
         if var.id in self.materialized:

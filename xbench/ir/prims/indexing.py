@@ -62,17 +62,19 @@ def _g_ref(x, *idxs, axes):
     return x[_full_index(x.shape, idxs, axes, idxs[0].ndim)]
 
 
-def gathered_index(x_shape, axes, idx_values, rest_index, extents=None) -> tuple[E.Expr, ...]:
+def gathered_index(x_shape, axes, idx_values, rest_index, known=None) -> tuple[E.Expr, ...]:
     """Index into x from loaded index values (wrapped and clamped) and the remaining output coordinates. A value
-    that is a loop variable of `extents` (name -> extent) no longer than the axis is in range as it is (the
-    iota along another axis of `take_along_axis`'s transpose)."""
+    whose range `known(value)` ((least, greatest) or None) puts inside the axis is used as it is: a loop variable
+    (the iota along another axis of `take_along_axis`'s transpose), a read of a captured table (a resampling's
+    source rows)."""
     sub: list[E.Expr | None] = [None] * len(x_shape)
     for a, v in zip(axes, idx_values):
         n = x_shape[a]
-        if isinstance(v, E.Idx) and extents and extents.get(v.name, n + 1) <= n:
+        r = known(v) if known is not None else None
+        v = v if v.dtype == E.INDEX else Cast(v, E.INDEX)
+        if r is not None and r[0] >= 0 and r[1] < n:
             sub[a] = v
             continue
-        v = v if v.dtype == E.INDEX else Cast(v, E.INDEX)
         wrapped = Select(E.lt(v, E.ZERO), E.add(v, E.const(n)), v, E.INDEX)
         sub[a] = E.clamp(wrapped, 0, max(n - 1, 0))
     it = iter(rest_index)
@@ -85,7 +87,7 @@ def _g_lower(eqn, index, ctx):
     axes = eqn.params["axes"]
     s = idxs[0].ndim
     values = [ctx.expr(i, tuple(index[:s])) for i in idxs]
-    return ctx.expr(x, gathered_index(x.shape, axes, values, index[s:]))
+    return ctx.expr(x, gathered_index(x.shape, axes, values, index[s:], ctx.value_range))
 
 
 @gather.def_flops
@@ -125,6 +127,8 @@ def _s_build(eqn, ctx):
     uvars = tuple(a.var for a in upd_axes)
     s = idxs[0].ndim
     values = [ctx.expr(i, uvars[:s]) for i in idxs]
-    target = gathered_index(x.shape, axes, values, uvars[s:], {a.name: a.extent for a in upd_axes})
+    extents = {a.name: a.extent for a in upd_axes}
+    target = gathered_index(x.shape, axes, values, uvars[s:], lambda v: (0, extents[v.name] - 1)
+                            if isinstance(v, E.Idx) and v.name in extents else ctx.value_range(v))
     scatter = ScatterAdd(out, upd_axes, target, ctx.expr(updates, uvars))
     return Kernel(ctx.kernel_name("scatter_add"), "scatter", (), [copy, scatter])
