@@ -95,3 +95,9 @@ def test_a_gemm_packs_an_activated_operand_and_writes_its_output_one_loop_per_im
     got = np.asarray(art.run(x, scale, w)[0], np.float64)
     tol = 1e-4 if dtype == np.float32 else 0.02 * np.abs(want).max()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=tol)
+
+
+def test_an_empty_nest_keeps_its_loops():
+    x = np.zeros((2, 0, 3), np.float32)
+    art = affine_relu.compile("cpu", x, np.ones((1, 1, 1), np.float32), np.ones((1, 1, 1), np.float32))
+    assert art.run(x, np.ones((1, 1, 1), np.float32), np.ones((1, 1, 1), np.float32))[0].shape == (2, 0, 3)

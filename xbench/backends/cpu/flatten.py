@@ -37,6 +37,8 @@ def flatten(exprs: list[Expr], axes: tuple[Axis, ...], shape_of: Callable[[str],
     """The longest run of at least two innermost `axes` (leaving `keep` outside it) that `exprs` walk in memory
     order, as one axis (axes of extent 1 in it are 0); None where there is none. `shape_of(buf)` is a buffer's shape, or None for one that must
     be read as it is (a row buffer, a 0-d value); `extents` holds the kernel's axes (one of extent 1 is 0)."""
+    if any(a.extent == 0 for a in axes):          # no iterations: nothing to gain
+        return None
     for j in range(keep, len(axes) - 1):
         run = tuple(a for a in axes[j:] if a.extent > 1)
         if not run:
