@@ -3,6 +3,7 @@ cpu parallel threshold, outputs that are captured constants, library operators c
 an input called `out`, and PyTorch's promotion of 0-d tensors."""
 import numpy as np
 import pytest
+import torch
 
 import xbench as xb
 from xbench.ir.kernel import Program
@@ -138,6 +139,22 @@ def test_a_kernel_that_is_an_earlier_one_run_as_tasks_compiles_on_cpu():
     w64 = w.astype(np.float64)
     expect = _softmax((_softmax(a @ w64) @ w64) @ w64) @ w64
     np.testing.assert_allclose(art.run(a, w)[0], expect, rtol=1e-4, atol=1e-4 * np.abs(expect).max())
+
+
+@xb.tensor_op
+def two_upsamplings(a: xb.Tensor, b: xb.Tensor):
+    # the same code for both (a gather through a captured row table, in range, so the text never names the rows)
+    # over inputs of 16 and 8 rows
+    return xb.ops.upsample_bilinear2d(a, (32, 32), False), xb.ops.upsample_bilinear2d(b, (32, 32), False)
+
+
+def test_kernels_with_the_same_code_over_buffers_of_other_shapes_stay_two_functions():
+    a, b = (rng.standard_normal((2, 64, n, 32)).astype(np.float32) for n in (16, 8))
+    art = two_upsamplings.compile("cpu", a, b)
+    assert "# the same code as" not in art.source
+    for x, got in zip((a, b), art.run(a, b)):
+        want = torch.nn.functional.interpolate(torch.from_numpy(x), size=(32, 32), mode="bilinear").numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 @xb.tensor_op

@@ -468,8 +468,9 @@ class ModuleWriter:
 
     # ---- kernels -------------------------------------------------------------------------------------
     def kernel(self, k: Kernel) -> str:
-        """The kernel's function; a kernel whose code is another's up to names (the same layer repeated, the
-        query, key and value projections) is that function under its own name, compiled once."""
+        """The kernel's function; a kernel whose code is another's up to names, over buffers of the same shapes
+        (the same layer repeated, the query, key and value projections) is that function under its own name,
+        compiled once."""
         sched = self.schedules.get(k.name, Schedule())
         self._extents = {a.name: a.extent for s in k.stages
                          for a in ((s.axis,) if hasattr(s, "axis") else getattr(s, "axes", ()))}
@@ -480,7 +481,10 @@ class ModuleWriter:
             text = self.column_sum(k, sched)
         else:
             text = self.pointwise(k, sched)
-        key = f"{canonical(text)} opt={sched.get('opt', 3)}"
+        # the buffers' shapes too: a kernel run as tasks views its buffers at their shapes (`part`), which its
+        # text need not name (a gather through a table reads an axis whose extent appears nowhere)
+        shapes = [(tuple(self.program.buffers[p].shape), self.program.buffers[p].dtype) for p in self.params(k)]
+        key = f"{canonical(text)} opt={sched.get('opt', 3)} {shapes}"
         first = self._seen.setdefault(key, k.name)
         if first != k.name:
             return f"{k.name} = {first}  # the same code as {first}"
