@@ -576,7 +576,7 @@ def _measure_overheads() -> tuple[float, float, float, float]:
 
     @numba.cfunc(tasks.SIGNATURE, cache=True)
     def _task(args, dims, steps, data):
-        a, c = tasks.array_at(args[1], (4,), np.float32), tasks.array_at(args[2], (4,), np.float32)
+        a, c = tasks.array_of(args[1], (4,), np.float32), tasks.array_of(args[2], (4,), np.float32)
         lo, hi = tasks.chunk_bounds(args[0], dims[0])
         for i in range(lo, hi):
             c[i] = a[i]

@@ -320,7 +320,7 @@ class ModuleWriter:
         src("from xbench.backends.cpu.tasks import new_array as _xb_new, new_zeros as _xb_new_zeros")
         if "tasks" in self.helpers:
             src("from xbench.backends.cpu.tasks import SIGNATURE as _XB_TASK, NoAliasCompiler as _XB_NOALIAS, "
-                "address as _xb_address, array_at as _xb_array_at, chunk_bounds as _xb_chunk_bounds, "
+                "address as _xb_address, array_of as _xb_array_of, chunk_bounds as _xb_chunk_bounds, "
                 "parallel_for as _xb_parallel_for")
         if "orderkey" in self.helpers:
             src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
@@ -532,12 +532,12 @@ class ModuleWriter:
         """`name(buffers, _lo, _hi)`: `setup`, then a parallel loop's `body` over [_lo, _hi) of `var`, its
         per-thread scratch (allocated per iteration under prange) allocated once, nested parallel loops serial;
         the module's task calls it with views of `shapes` ((shape, numpy dtype name) per parameter). Its
-        buffers are the parameters the part uses, which the launch passes (each array's address costs Python
-        about 2 us to read: a packing loop needs 2 of a contraction's 15); returns the text and those."""
+        buffers are the parameters the part uses, which the launch passes (a packing loop needs 2 of a
+        contraction's 15), each as its object's address (`tasks.array_of`); returns the text and those."""
         used = set(re.findall(r"\b\w+\b", "\n".join([*setup, *body])))
         keep = [(p, sh) for p, sh in zip(params, shapes) if p in used]
         params, shapes = [p for p, _ in keep], [sh for _, sh in keep]
-        views = ", ".join(f"_xb_array_at(_args[{i + 1}], {shape or (1,)!r}, np.{dtype})"
+        views = ", ".join(f"_xb_array_of(_args[{i + 1}], {shape or (1,)!r}, np.{dtype})"
                           for i, (shape, dtype) in enumerate(shapes))
         self.task_calls.append(f"{name}({views}, _lo, _hi)")
         scalars = [p for p, (shape, _) in zip(params, shapes) if not shape]
