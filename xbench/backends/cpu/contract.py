@@ -529,17 +529,29 @@ class ContractWriter:
                 src(f"_acc = _xb_new(({L},), {ty})" + SCRATCH)
                 src(f"for _j in range({L}):")
                 src(f"    _acc[_j] = {w.emitter.const(0, c.dtype)}")
-                src(f"for _y in range({max(0, -oy)}, {min(sy * hp, hin - oy)}):")
-                with src.indent():
-                    src(f"for _x in range({max(0, -ox)}, {min(sx * wp, win - ox)}):")
-                    with src.indent():
-                        at = (E.add(Idx("_y"), E.const(oy)), E.add(Idx("_x"), E.const(ox)))
-                        point = operand.map(lambda x: Load(x.buf, (*x.index[:-2], *at), x.dtype)
-                                            if isinstance(x, Load) and tuple(x.index[-2:]) == window else None)
-                        (v,) = w.values(src, [cast(point, c.dtype)], bound, set())
-                        phase = "" if (sy, sx) == (1, 1) else f"((_y % {sy}) * {sx} + _x % {sx}) * {P} + "
-                        y, x = ("_y", "_x") if (sy, sx) == (1, 1) else (f"(_y // {sy})", f"(_x // {sx})")
-                        src(f"_X[{phase}{y} * {wp} + {x}] = {v}")
+                # phase by phase, each input row's run of a phase written contiguously (its reads a stride apart)
+                depth = 0
+                for v, st, lo, hi in (("y", sy, max(0, -oy), min(sy * hp, hin - oy)),
+                                      ("x", sx, max(0, -ox), min(sx * wp, win - ox))):
+                    with Indent(src, depth):
+                        if st == 1:
+                            src(f"for _{v} in range({lo}, {hi}):")
+                        else:       # _v = _vq·st + _pv within [lo, hi)
+                            src(f"for _p{v} in range({st}):")
+                            src(f"    for _{v}q in range(({lo} - _p{v} + {st - 1}) // {st}, "
+                                f"({hi} - _p{v} + {st - 1}) // {st}):")
+                            src(f"        _{v} = _{v}q * {st} + _p{v}")
+                            depth += 1
+                    depth += 1
+                with Indent(src, depth):
+                    at = (E.add(Idx("_y"), E.const(oy)), E.add(Idx("_x"), E.const(ox)))
+                    point = operand.map(lambda x: Load(x.buf, (*x.index[:-2], *at), x.dtype)
+                                        if isinstance(x, Load) and tuple(x.index[-2:]) == window else None)
+                    (v,) = w.values(src, [cast(point, c.dtype)], bound, set())
+                    phase = "" if (sy, sx) == (1, 1) else \
+                        f"({'_py' if sy > 1 else 0} * {sx} + {'_px' if sx > 1 else 0}) * {P} + "
+                    y, x = ("_yq" if sy > 1 else "_y"), ("_xq" if sx > 1 else "_x")
+                    src(f"_X[{phase}{y} * {wp} + {x}] = {v}")
                 with Indent(src, w.loops(src, tuple(self.kaxes))):
                     (a,) = w.values(src, [cast(c.lhs, c.dtype)], bound, set())
                     src(f"_a = {a}")
