@@ -39,7 +39,12 @@ def _nearest_table(n_in: int, n_out: int, scale: float | None, exact: bool) -> n
 
 
 def _linear_table(n_in: int, n_out: int, align_corners: bool, scale: float | None):
-    """Two taps per output point: indices [n_out, 2] and weights [n_out, 2]."""
+    """Two taps per output point: indices [n_out, 2] and weights [n_out, 2]. An axis that keeps its size is
+    copied, its second tap the first point again (weight 0), as PyTorch's kernels: a NaN beside a point does
+    not reach it."""
+    if n_in == n_out:
+        dst = np.arange(n_out)
+        return np.stack([dst, dst], 1), np.stack([np.ones(n_out), np.zeros(n_out)], 1)
     s = _scale(n_in, n_out, align_corners, scale)
     dst = np.arange(n_out, dtype=np.float64)
     src = s * dst if align_corners else np.maximum(s * (dst + 0.5) - 0.5, 0)
@@ -70,21 +75,39 @@ def _cubic_table(n_in: int, n_out: int, align_corners: bool, scale: float | None
     return idx, _cubic_weights(t)
 
 
-def _taps(x, tables):
-    """sum over taps of x[..., idx_1[o1, t1], ..., idx_d[od, td]] * w_1[o1, t1] * ... * w_d[od, td]: one gather
-    over the last d axes and one weighted reduction (d = len(tables))."""
+def _taps(x, tables, last_first: bool = True):
+    """sum over taps of x[..., idx_1[o1, t1], ..., idx_d[od, td]] * w_1[o1, t1] * ... * w_d[od, td], for the
+    d = len(tables) last axes, one axis at a time (a gather along it and a weighted sum, in float32 or wider;
+    the last axis first, or the first): T_1 + ... + T_d reads per point, not T_1 · ... · T_d, and along every
+    axis but the last a run of points reads a contiguous run. A table may add a third array, which taps are
+    real: the others read nothing (not 0 times a point, which is NaN at an infinite one)."""
     nd = len(tables)
-    index, weight = [], np.ones((), np.float64)
-    for i, (idx, w) in enumerate(tables):
-        shape = [1] * (2 * nd)
-        shape[i], shape[nd + i] = idx.shape
-        index.append(idx.reshape(shape))
-        weight = weight * w.reshape(shape)
-    lead = (slice(None),) * (x.ndim - nd)
-    gathered = x[lead + tuple(index)]                                  # ... o1..od t1..td
     wdtype = np.float64 if x.dtype == "float64" else np.float32
-    out = (gathered * xb.asarray(weight.astype(wdtype))).sum(axis=tuple(range(-nd, 0)))
+    out = x
+    for i in (reversed(range(nd)) if last_first else range(nd)):
+        idx, w, *real = tables[i]
+        axis = x.ndim - nd + i
+        gathered = out[(slice(None),) * axis + (idx,)]                 # ... o_i t_i ...
+        weight = w.reshape(idx.shape + (1,) * (nd - 1 - i))
+        if real and not real[0].all():
+            gathered = xb.where(xb.asarray(real[0].reshape(weight.shape)), gathered, 0)
+        out = (gathered * xb.asarray(weight.astype(wdtype))).sum(axis=axis + 1)
     return out.astype(x.dtype) if out.dtype != x.dtype and x.dtype in FLOATS else out
+
+
+def _transpose(idx: np.ndarray, w: np.ndarray, n_in: int):
+    """A tap table's transpose: for each of the n_in source points, the output points that read it (in output
+    order) and their weights, as a table with its real taps marked (each row padded to the longest)."""
+    n_out, taps = idx.shape
+    src, dst, wt = idx.ravel(), np.repeat(np.arange(n_out), taps), w.ravel()
+    order = np.argsort(src, kind="stable")
+    counts = np.bincount(src, minlength=n_in)
+    rank = np.arange(src.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    width = max(1, int(counts.max()))
+    t_idx, t_w, real = np.zeros((n_in, width), np.int64), np.zeros((n_in, width)), np.zeros((n_in, width), bool)
+    at = (src[order], rank)
+    t_idx[at], t_w[at], real[at] = dst[order], wt[order], True
+    return t_idx, t_w, real
 
 
 def _check(name: str, x, nd: int, output_size) -> tuple[int, ...]:
@@ -111,6 +134,18 @@ def _nearest(name, x, nd, output_size, scales, exact=False):
 def _linear(name, x, nd, output_size, align_corners, scales):
     out = _check(name, x, nd, output_size)
     return _taps(x, [_linear_table(n, o, align_corners, s) for n, o, s in zip(x.shape[-nd:], out, scales)])
+
+
+def _backward(name, grad, nd, output_size, input_size, table):
+    """An upsampling's gradient: each input point sums the output gradients of the points that read it, times
+    their weights (the transposed taps of `table(n_in, n_out, axis)`), as one gather, as the forward."""
+    out = _check(name, grad, nd, output_size)
+    size = tuple(int(n) for n in input_size)
+    if len(size) != grad.ndim or tuple(grad.shape) != size[:-nd] + out:
+        raise ValueError(f"{name}: grad_output {tuple(grad.shape)} is not the output of an input of size {size} "
+                         f"upsampled to {out}")
+    return _taps(grad, [_transpose(*table(n, o, i), n) for i, (n, o) in enumerate(zip(size[-nd:], out))],
+                 last_first=False)
 
 
 # ---- ATen's upsample_* ------------------------------------------------------------------------------------
@@ -170,6 +205,82 @@ def upsample_bicubic2d(self: Tensor, output_size, align_corners: bool, scales_h:
     out = _check("upsample_bicubic2d", self, 2, output_size)
     tables = [_cubic_table(n, o, align_corners, s) for n, o, s in zip(self.shape[-2:], out, (scales_h, scales_w))]
     return _taps(self, tables)
+
+
+# ---- their gradients (what a training graph's backward calls) --------------------------------------------
+
+def _nearest_backward(name, grad, nd, output_size, input_size, scales, exact=False):
+    def table(n, o, i):
+        return _nearest_table(n, o, scales[i], exact)[:, None], np.ones((o, 1))
+    return _backward(name, grad, nd, output_size, input_size, table)
+
+
+def _linear_backward(name, grad, nd, output_size, input_size, align_corners, scales, table=_linear_table):
+    return _backward(name, grad, nd, output_size, input_size,
+                     lambda n, o, i: table(n, o, align_corners, scales[i]))
+
+
+@register("resample", samples=S.upsample_backward_cases(1, "nearest"),
+          torch="torch.ops.aten.upsample_nearest1d_backward")
+def upsample_nearest1d_backward(grad_output: Tensor, output_size, input_size, scales: float = None):
+    """The gradient of upsample_nearest1d with respect to its input, of size `input_size`."""
+    return _nearest_backward("upsample_nearest1d_backward", grad_output, 1, output_size, input_size, (scales,))
+
+
+@register("resample", samples=S.upsample_backward_cases(2, "nearest"),
+          torch="torch.ops.aten.upsample_nearest2d_backward")
+def upsample_nearest2d_backward(grad_output: Tensor, output_size, input_size, scales_h: float = None,
+                                scales_w: float = None):
+    return _nearest_backward("upsample_nearest2d_backward", grad_output, 2, output_size, input_size,
+                             (scales_h, scales_w))
+
+
+@register("resample", samples=S.upsample_backward_cases(3, "nearest"),
+          torch="torch.ops.aten.upsample_nearest3d_backward")
+def upsample_nearest3d_backward(grad_output: Tensor, output_size, input_size, scales_d: float = None,
+                                scales_h: float = None, scales_w: float = None):
+    return _nearest_backward("upsample_nearest3d_backward", grad_output, 3, output_size, input_size,
+                             (scales_d, scales_h, scales_w))
+
+
+@register("resample", samples=S.upsample_backward_cases(2, "nearest"),
+          torch="torch.ops.aten._upsample_nearest_exact2d_backward")
+def _upsample_nearest_exact2d_backward(grad_output: Tensor, output_size, input_size, scales_h: float = None,
+                                       scales_w: float = None):
+    return _nearest_backward("_upsample_nearest_exact2d_backward", grad_output, 2, output_size, input_size,
+                             (scales_h, scales_w), exact=True)
+
+
+@register("resample", samples=S.upsample_backward_cases(1, "linear"),
+          torch="torch.ops.aten.upsample_linear1d_backward")
+def upsample_linear1d_backward(grad_output: Tensor, output_size, input_size, align_corners: bool,
+                               scales: float = None):
+    return _linear_backward("upsample_linear1d_backward", grad_output, 1, output_size, input_size, align_corners,
+                            (scales,))
+
+
+@register("resample", samples=S.upsample_backward_cases(2, "linear"),
+          torch="torch.ops.aten.upsample_bilinear2d_backward")
+def upsample_bilinear2d_backward(grad_output: Tensor, output_size, input_size, align_corners: bool,
+                                 scales_h: float = None, scales_w: float = None):
+    return _linear_backward("upsample_bilinear2d_backward", grad_output, 2, output_size, input_size,
+                            align_corners, (scales_h, scales_w))
+
+
+@register("resample", samples=S.upsample_backward_cases(3, "linear"),
+          torch="torch.ops.aten.upsample_trilinear3d_backward")
+def upsample_trilinear3d_backward(grad_output: Tensor, output_size, input_size, align_corners: bool,
+                                  scales_d: float = None, scales_h: float = None, scales_w: float = None):
+    return _linear_backward("upsample_trilinear3d_backward", grad_output, 3, output_size, input_size,
+                            align_corners, (scales_d, scales_h, scales_w))
+
+
+@register("resample", samples=S.upsample_backward_cases(2, "linear"),
+          torch="torch.ops.aten.upsample_bicubic2d_backward")
+def upsample_bicubic2d_backward(grad_output: Tensor, output_size, input_size, align_corners: bool,
+                                scales_h: float = None, scales_w: float = None):
+    return _linear_backward("upsample_bicubic2d_backward", grad_output, 2, output_size, input_size,
+                            align_corners, (scales_h, scales_w), table=_cubic_table)
 
 
 # ---- F.interpolate ----------------------------------------------------------------------------------------

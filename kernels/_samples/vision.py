@@ -29,6 +29,21 @@ def upsample_cases(nd: int, kind: str) -> Gen:
     return up
 
 
+def upsample_backward_cases(nd: int, kind: str) -> Gen:
+    """ATen upsample_*_backward: (grad_output, output_size, input_size[, align_corners], scales...) for the
+    forward cases of `upsample_cases`."""
+    forward = upsample_cases(nd, kind)
+
+    @custom
+    def back(T, shapes, dtype):
+        for s in forward(dtype, shapes):
+            x, out, *rest = s.args
+            g = T(tuple(x.shape[:2]) + tuple(out), "g", out, *rest)
+            yield Sample((g, out, tuple(x.shape), *rest), note=s.note)
+    back.__name__ = f"upsample_{kind}{nd}d_backward_cases"
+    return back
+
+
 @custom
 def interpolate_cases(T, shapes, dtype):
     """F.interpolate with size or scale_factor over every mode."""

@@ -98,3 +98,31 @@ def test_convolution_backward_leaves_masked_outputs_empty():
                                                [1, 1], False, [0, 0], 1, [False, True, False])
     assert want[0] is None and want[2] is None
     np.testing.assert_allclose(gw, want[1].numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, extra", [("upsample_bilinear2d_backward", (False,)),
+                                         ("upsample_bicubic2d_backward", (True,)),
+                                         ("upsample_nearest2d_backward", ())])
+@pytest.mark.parametrize("out", [(9, 5), (2, 3)])
+def test_an_upsamplings_gradient_gathers_only_from_the_outputs_each_input_feeds(name, extra, out):
+    # an infinite or NaN output gradient reaches the inputs that output reads, and only those (a transposed tap
+    # padded with 0 times some output would spread it), as ATen's backward kernels
+    g = np.linspace(-1, 1, 2 * 3 * out[0] * out[1]).reshape(2, 3, *out)
+    g[0, 1, 1, 2], g[1, 2, -1, 0] = np.inf, np.nan
+    size = (2, 3, 4, 3)
+    want = getattr(torch.ops.aten, name)(torch.from_numpy(g), list(out), list(size), *extra).numpy()
+    assert np.isfinite(want).sum() > want.size // 2
+    for backend in ("reference", "cpu"):
+        got = getattr(ops, name).run(g, out, size, *extra, backend=backend)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_an_upsampling_that_keeps_an_axis_copies_it_without_reading_the_neighbours():
+    # ATen's linear kernels read one point per output along an axis of unchanged size: a NaN stays where it is
+    x = np.linspace(-1, 1, 2 * 4 * 3).reshape(1, 2, 4, 3)
+    x[0, 1, 2, 1] = np.nan
+    want = torch.ops.aten.upsample_bilinear2d(torch.from_numpy(x), [7, 3], False).numpy()
+    assert np.isnan(want[..., 1]).any() and not np.isnan(want[..., [0, 2]]).any()
+    for backend in ("reference", "cpu"):
+        got = ops.upsample_bilinear2d.run(x, (7, 3), False, backend=backend)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)

@@ -9,6 +9,7 @@ raises on the first op whose result differs beyond the tolerance table.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -95,6 +96,45 @@ def decompositions() -> dict:
     return table
 
 
+# Upsampling, which torch's tracing decomposes into gathers through index tensors (its Python kernels at the
+# autograd keys), whose gradients are scatter-adds; the library has each op and its gradient whole
+# (upsample_bilinear2d_backward, ...): while the bridge traces, they take ATen's own path, as in eager
+_UPSAMPLING = ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact2d",
+               "upsample_linear1d", "upsample_bilinear2d", "upsample_trilinear3d", "upsample_bicubic2d")
+_AUTOGRAD_KEYS = (torch._C.DispatchKey.CompositeImplicitAutograd, torch._C.DispatchKey.Autograd)
+
+
+@contextlib.contextmanager
+def whole_upsampling():
+    """Within: torch's Python decompositions of the upsampling ops are off (restored after)."""
+    hidden = []
+    for name in _UPSAMPLING:
+        for overload in ("default", "vec"):
+            op = getattr(getattr(torch.ops.aten, name), overload)
+            for key in _AUTOGRAD_KEYS:
+                if key in op.py_kernels:
+                    hidden.append((op, key, op.py_kernels.pop(key)))
+            op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, key, fn in hidden:
+            op.py_kernels[key] = fn
+            op._dispatch_cache.clear()
+
+
+def traced(gm: fx.GraphModule, example_inputs, compiler, decompose: bool = True):
+    """AOTAutograd over a Dynamo graph: its forward, backward (or inference) ATen graphs, each handed to
+    `compiler(kind)`, with the bridge's decompositions and what its training graphs save (`saving`)."""
+    from torch._dynamo.backends.common import aot_autograd
+    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                       inference_compiler=compiler("inference"),
+                       decompositions=decompositions() if decompose else {},
+                       partition_fn=saving.partition, keep_inference_input_mutations=True)
+    with whole_upsampling():
+        return aot(gm, example_inputs)
+
+
 def compile_graph(gm: fx.GraphModule, kind: str, session: Session, options: Options):
     """A captured ATen graph as a callable on torch tensors (AOT's boxed convention is added by the caller)."""
     n = next(_counter)
@@ -175,7 +215,6 @@ def _consuming(op: GraphOp):
 def xbench_backend(gm: fx.GraphModule, example_inputs, options: dict | None = None):
     """The Dynamo backend (entry point `torch_dynamo_backends: xbench`)."""
     from functorch.compile import make_boxed_func
-    from torch._dynamo.backends.common import aot_autograd
 
     opts = Options.parse(options)
     session = _session_for(opts)
@@ -187,11 +226,7 @@ def xbench_backend(gm: fx.GraphModule, example_inputs, options: dict | None = No
             return _consuming(compiled) if isinstance(compiled, GraphOp) else make_boxed_func(compiled)
         return fn
 
-    aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                       inference_compiler=compiler("inference"),
-                       decompositions=decompositions() if opts.decompose else {},
-                       partition_fn=saving.partition, keep_inference_input_mutations=True)
-    return aot(gm, example_inputs)
+    return traced(gm, example_inputs, compiler, opts.decompose)
 
 
 _current: threading.local = threading.local()

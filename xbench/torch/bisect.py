@@ -30,8 +30,8 @@ import torch.fx as fx
 
 from ..errors import ArgumentError
 from ..verify import compare, tolerance
-from . import aten, saving
-from .backend import Options, Session, compile_graph, decompositions
+from . import aten
+from .backend import Options, Session, compile_graph, traced
 from .graph import attribute, is_random, node_location
 from .interop import to_numpy, xb_dtype
 from .verify import _node_tolerance, _run_torch
@@ -129,7 +129,6 @@ def capture(model, args: tuple, kwargs: dict, backward: bool | None = None, comp
     With `compute=False` each graph returns zeros of its outputs' shapes instead of running: the graphs and
     their inputs' shapes are right, the values past the model's own inputs and weights are not."""
     from functorch.compile import make_boxed_func
-    from torch._dynamo.backends.common import aot_autograd
 
     graphs: list[Captured] = []
 
@@ -146,10 +145,7 @@ def capture(model, args: tuple, kwargs: dict, backward: bool | None = None, comp
         return fn
 
     def backend(gm, example_inputs):
-        aot = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                           inference_compiler=compiler("inference"), decompositions=decompositions(),
-                           partition_fn=saving.partition, keep_inference_input_mutations=True)
-        return aot(gm, example_inputs)
+        return traced(gm, example_inputs, compiler)
 
     orig = getattr(model, "_orig_mod", model)
     out = torch.compile(orig, backend=backend)(*args, **kwargs)
