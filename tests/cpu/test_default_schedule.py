@@ -41,6 +41,24 @@ def test_serial_time_counts_evaluations_and_transcendentals():
     assert abs(cpu.serial_us(s) - 256 * per_row * 1e-3) < 1e-9
 
 
+@xb.tensor_op
+def to_channels_first(x: Tensor, bias: Tensor):
+    # [tokens, channels] + bias -> [batch, channels, tokens]: read along channels, written along tokens
+    return (x + bias).reshape(4, 1024, 128).transpose(0, 2, 1)
+
+
+def test_a_transpose_costs_more_per_element_and_goes_parallel_where_a_plain_add_of_its_size_does_not():
+    t = _kernel(to_channels_first, (4096, 128), (128,))
+    plain = _kernel(add, (4096, 128), (4096, 128))
+    assert cpu.transposes(t) and not cpu.transposes(plain)
+    assert cpu.serial_us(t) == 4096 * 128 * (cpu.EVAL_NS + cpu.TRANSPOSE_NS) * 1e-3
+    assert cpu.parallel_pays(t, 2) and not cpu.parallel_pays(plain, 2)
+    x, b = np.random.default_rng(0).standard_normal((4096, 128), np.float32), np.arange(128, dtype=np.float32)
+    art = to_channels_first.compile("cpu", x, b)
+    assert ("_xb_parallel_for(" in art.source) == (cpu.threads() > 1)
+    np.testing.assert_array_equal(art.run(x, b)[0], (x + b).reshape(4, 1024, 128).transpose(0, 2, 1))
+
+
 def test_softmax_256_runs_serially_and_1024_in_parallel_on_two_threads():
     be = get_backend("cpu")
     small, large = _kernel(softmax, (256, 256)), _kernel(softmax, (1024, 1024))

@@ -31,6 +31,7 @@ from . import (
 from .codegen import ModuleWriter, needs_collapse, prefetch_plan, storage_dtype, streamed_store
 from .contract import merged_batch_pays, panel_rows
 from .lowp import LOAD as LOWP
+from .order import transposes
 
 PREFETCH_LINES = (2, 4, 8)
 
@@ -44,6 +45,9 @@ CODEGEN_VERSION = "18"
 LAUNCH_US = 15.0
 EVAL_NS = 0.1
 TRANSCENDENTAL_NS = 0.15
+# a transposing kernel's element (`order.transposes`), read in vectors and written a line at a time: ~1-2 ns
+# (SegFormer's [tokens, channels] -> [channels, H, W] bias adds, 524,288 bfloat16 elements in 1.0 ms serial)
+TRANSPOSE_NS = 1.0
 PARALLEL_MARGIN = 2.0
 # Kernels the cost model puts under this many microseconds of serial work compile at LLVM's -O1 instead of -O3:
 # half the compile time (~0.15 s against ~0.3 s a kernel here), and at most a few microseconds a call lost to
@@ -111,7 +115,7 @@ def kernel_work(k: Kernel) -> int:
 
 def serial_us(k: Kernel) -> float:
     """The kernel's serial time by the launch-decision model: EVAL_NS per scalar evaluation, plus
-    TRANSCENDENTAL_NS per transcendental call evaluated."""
+    TRANSCENDENTAL_NS per transcendental call evaluated, plus TRANSPOSE_NS per point of a transpose."""
     ns = 0.0
     for s in k.stages:
         calls = 0
@@ -121,7 +125,7 @@ def serial_us(k: Kernel) -> float:
                     with contextlib.suppress(KeyError, ValueError, TypeError):
                         calls += bool(lookup(n.fn, len(n.args)).transcendental)
         ns += _stage_extent(s) * (EVAL_NS + TRANSCENDENTAL_NS * calls)
-    return k.points() * ns * 1e-3
+    return k.points() * (ns + (TRANSPOSE_NS if transposes(k) else 0.0)) * 1e-3
 
 
 def parallel_pays(k: Kernel, n_threads: int | None = None, work_us: float | None = None) -> bool:

@@ -62,6 +62,18 @@ def _reading_axis(axes: tuple[Axis, ...], writes: list[tuple], reads, program: P
     return x if n >= votes[last] and x.extent >= 2 * BLOCK else None
 
 
+def transposes(k: Kernel) -> bool:
+    """Whether a kernel of plain stores reads a buffer across all its outer axes along another axis than it
+    writes along (a transpose: a GELU backward from [tokens, channels] into [channels, H, W]). Known from the
+    kernel alone, for the cost model: the loops `transposed_loops` gives it write BLOCK lines at a time."""
+    names = {a.name for a in k.outer}
+    if len(names) < 2 or not all(isinstance(s, Store) and not s.axes for s in k.stages):
+        return False
+    written = {_unit_axis(s.index, names) for s in k.stages}
+    return any(E.free_indices(ld) >= names and _unit_axis(ld.index, names) not in written | {None}
+               for s in k.stages for ld in E.loads(s.value))
+
+
 def transposed_loops(k: Kernel, program: Program) -> tuple[tuple[Axis, ...], Axis] | None:
     """(outer loops, X) for a kernel of plain stores that reads along X and writes along another axis, or None:
     the loops are the other axes, then X's blocks (an axis named `block_var(X)`), then the store's last axis; X
