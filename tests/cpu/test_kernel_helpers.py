@@ -112,4 +112,5 @@ def test_a_running_argmax_chooses_by_selects_keeping_the_first_maximum_and_the_f
     x[5, 7] = x[5, 20] = np.nan
     art = xb.ops.argmax.compile("cpu", x, 1)
     assert "_xb_select(_take" in art.source and "if _v" not in art.source
+    assert "_pos" not in art.source                 # one loop: its own variable is the position
     np.testing.assert_array_equal(art.run(x)[0], np.argmax(x, axis=1))      # numpy: first maximum, first NaN
