@@ -158,6 +158,27 @@ def test_kernels_with_the_same_code_over_buffers_of_other_shapes_stay_two_functi
 
 
 @xb.tensor_op
+def upsampled_gradients(g: xb.Tensor, logp: xb.Tensor, s: xb.Tensor):
+    # a log-softmax's gradient (an exponential an element) and a cheap one, each through an upsampling's gradient,
+    # whose transposed taps read every element of a row 2.5 times
+    expensive = g - xb.exp(logp) * s
+    return tuple(xb.ops.upsample_bilinear2d_backward(d, (32, 32), (2, 3, 8, 8), False) for d in (expensive, g * 2.0))
+
+
+def test_a_costly_value_read_by_a_larger_gather_is_computed_once_and_a_cheap_one_inline():
+    g, logp = (rng.standard_normal((2, 3, 32, 32)).astype(np.float32) for _ in range(2))
+    s = rng.standard_normal((2, 1, 32, 32)).astype(np.float32)
+    art = upsampled_gradients.compile("cpu", g, logp, s)
+    exp = [k for k in art.kernels if "_xb_exp" in k.source]
+    assert [k.name.split("_", 1)[1] for k in exp] == ["elementwise"]        # once an element, not once a tap
+    assert [k.name.split("_", 1)[1] for k in art.kernels if "_f32_2p0" in k.source] == ["reduce"]   # g * 2.0
+    back = torch.ops.aten.upsample_bilinear2d_backward
+    for d, got in zip((g - np.exp(logp) * s, g * 2.0), art.run(g, logp, s)):
+        want = back(torch.from_numpy(d), [32, 32], [2, 3, 8, 8], False).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@xb.tensor_op
 def batched_einsum(p: xb.Tensor, q: xb.Tensor):
     return xb.einsum("bij,bjk->bik", p, q)
 

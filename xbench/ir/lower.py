@@ -140,10 +140,22 @@ class LowerCtx:
                 if e.prim.root or v.id in outputs:
                     self.materialized.add(v.id)
                 elif self.uses.get(v.id, 0) > 1 and self.cost(v) > CHEAP:
-                    src = self.source(v)
-                    self.materialized.add(src.id)
-                    if src is not v:
-                        self._cost.clear()      # the costs through `src` counted it inline
+                    self._keep(v)
+            # a gather larger than the value it reads evaluates it more than once an element: an upsampling's
+            # gradient, 10 taps for every 4 rows, read a log-softmax's gradient with its exponential 2.5 times an
+            # element. (Windows stay inline: a convolution's operand plans evaluate each element once.)
+            x = e.inputs[0] if e.prim.name == "gather" else None
+            if x is not None and x.id not in self.materialized and x.id in self.producer \
+                    and math.prod(e.out.shape) > math.prod(x.shape) and self.cost(x) > CHEAP:
+                self._keep(x)
+                self._cost.clear()          # readers of `x` before this one counted it inline
+
+    def _keep(self, v: Var) -> None:
+        """Buffer `v` (or the value it is windows of, `source`) instead of recomputing it at each read."""
+        src = self.source(v)
+        self.materialized.add(src.id)
+        if src is not v:
+            self._cost.clear()      # the costs through `src` counted it inline
 
     def source(self, var: Var) -> Var:
         """The value to keep in a buffer for `var`: `var`, or, where `var` is windows of another value (moved
