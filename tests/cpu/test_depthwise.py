@@ -131,3 +131,30 @@ def test_a_depthwise_weight_gradient_runs_as_loops_over_the_input_in_place(dtype
                                                [False, True, False])[1].numpy()
     tol = 1e-4 if dtype == np.float32 else 0.02 * np.abs(want).max()
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-4, atol=tol)
+
+
+@pytest.mark.parametrize("size, k, stride, padding, dilation, plane", [
+    ((12, 12), (3, 3), 1, 1, 1, True), ((9, 13), (3, 5), 1, (2, 1), (2, 1), True), ((12, 10), (3, 3), 1, 0, 1, True),
+    ((12, 12), (3, 3), 2, 1, 1, False), ((4, 4), (3, 3), 1, 1, 1, False)])
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_a_depthwise_weight_gradient_is_a_dot_product_per_tap_over_padded_planes(size, k, stride, padding, dilation,
+                                                                                   plane, dtype):
+    # stride 1, from 8 x 8 positions a plane: each tap one dot product of the gradient's plane with the padded
+    # input's from the tap's offset; strided or 4 x 4 planes keep the loops
+    import ml_dtypes
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    torch.manual_seed(6)
+    x = torch.randn((2, 5, *size), dtype=torch.float64)
+    w = torch.randn((5, 1, *k), dtype=torch.float64)
+    g = torch.randn(torch.nn.functional.conv2d(x, w, stride=stride, padding=padding, dilation=dilation,
+                                               groups=5).shape, dtype=torch.float64)
+    g, x, w = (np.asarray(t.numpy(), dt) for t in (g, x, w))
+    pair = lambda v: list(v) if isinstance(v, tuple) else [v, v]              # noqa: E731
+    args = (g, x, w, None, pair(stride), pair(padding), pair(dilation), False, [0, 0], 5, [False, True, False])
+    art = xb.ops.convolution_backward.compile("cpu", *args)
+    assert ("_t += _G[_j] * _X[_j + _o]" in art.source) == plane
+    (got,) = [o for o in art.run(g, x, w) if np.shape(o) == w.shape]
+    t64 = [torch.from_numpy(np.asarray(a, np.float64)) for a in (g, x, w)]
+    want = torch.ops.aten.convolution_backward(*t64, *args[3:])[1].numpy()
+    tol = 1e-4 if dtype == np.float32 else 0.02 * np.abs(want).max()
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-4, atol=tol)

@@ -334,6 +334,54 @@ def _window(buf: str, chan: Axis | None, ey: Expr, ex: Expr, cond: Expr | None, 
                      (stride[0], stride[1]))
 
 
+def wgrad_plane_plan(kernel: Kernel) -> tuple[Expr, Expr, tuple[Expr, Expr], ShiftPlan, tuple[Axis, Axis]] | None:
+    """A depthwise convolution's weight gradient: a float product over the output positions (and the images)
+    whose N axes are a window's taps (the others of extent 1), its M points one (the channel a batch index), the
+    left operand read at the positions and the right a stride-1 window over the last two dimensions of its inputs
+    at them: (left operand, right operand without its bounds check, the index (y, x) of the right's windowed
+    reads, the ShiftPlan of one input plane with `taps` the N axes and `out` the positions' extents, the two
+    position axes); else None. Each tap's gradient is then one dot product of the output gradient's plane with
+    the padded input's run from the tap's offset (`plane_plan` in reverse)."""
+    r = roles(kernel)
+    if r is None:
+        return None
+    c, batch, m, n = r
+    if c.dtype not in ("float32", "float64") or any(a.extent != 1 for a in m) or len(c.axes) < 2:
+        return None
+    kx, taps = {a.name: a for a in c.axes}, {a.name: a for a in n}
+    e, cond = c.rhs, None
+    if isinstance(e, Select):
+        if not (isinstance(e.b, Const) and e.b.value == 0):
+            return None
+        e, cond = e.a, e.cond
+    reads = [ld for ld in E.loads(e) if free_indices(ld) & (set(kx) | set(taps))]
+    if not reads or len(reads[0].index) < 2:
+        return None
+    ey, ex = reads[0].index[-2:]
+    pos = []
+    for ie in (ey, ex):
+        f = affine(ie)
+        named = [v for v in (f or {}) if v in kx]
+        if f is None or len(named) != 1:
+            return None
+        pos.append(kx[named[0]])
+    if pos[0] is pos[1]:
+        return None
+    window = set(taps) | {a.name for a in pos}
+    if any(tuple(ld.index[-2:]) != (ey, ex) or any(free_indices(i) & window for i in ld.index[:-2]) for ld in reads):
+        return None
+    plan = _window(reads[0].buf, None, ey, ex, cond, pos, taps)
+    if plan is None or plan.stride != (1, 1) or any(a.extent > 1 for a in n if a not in plan.taps):
+        return None
+    at = (Idx(pos[0].name), Idx(pos[1].name))
+    if free_indices(c.lhs) & set(taps) or not any(free_indices(ld) & window for ld in E.loads(c.lhs)) or any(
+            free_indices(ld) & window and (tuple(ld.index[-2:]) != at or any(free_indices(i) & window
+                                                                              for i in ld.index[:-2]))
+            for ld in E.loads(c.lhs)):
+        return None
+    return c.lhs, e, (ey, ex), plan, (pos[0], pos[1])
+
+
 def plane_plan(kernel: Kernel) -> tuple[Expr, tuple[Expr, Expr], ShiftPlan] | None:
     """A float product over a window's taps alone whose right operand is a window over the last two dimensions
     of its inputs, every other index free of the taps and the window position (a depthwise convolution, the
