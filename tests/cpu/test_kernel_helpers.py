@@ -114,3 +114,23 @@ def test_a_running_argmax_chooses_by_selects_keeping_the_first_maximum_and_the_f
     assert "_xb_select(_take" in art.source and "if _v" not in art.source
     assert "_pos" not in art.source                 # one loop: its own variable is the position
     np.testing.assert_array_equal(art.run(x)[0], np.argmax(x, axis=1))      # numpy: first maximum, first NaN
+
+
+def _weighted_rows(x, w):
+    # per leading index, its own weight for each of the rows (an upsampling's gradient: a tap table per row)
+    return (x * w.reshape(w.shape + (1,))).sum(axis=1)
+
+
+def test_a_short_sum_of_weighted_rows_adds_whole_rows_in_the_order_of_one_output_at_a_time():
+    import xbench as xb
+    op = xb.tensor_op(_weighted_rows)
+    x = rng.standard_normal((4, 20, 48)).astype(np.float32)
+    w = rng.standard_normal((4, 20)).astype(np.float32)
+    art = op.compile("cpu", x, w)
+    assert "_r_acc[" in art.source             # a row of 48 accumulators per leading index, vectorised along it
+    want = np.zeros((4, 48), np.float32)
+    for r in range(20):                        # float32, one term after another
+        want += x[:, r, :] * w[:, r:r + 1]
+    np.testing.assert_array_equal(art.run(x, w)[0], want)
+    # summed along the last axis, the terms run across the outputs' row: one output at a time
+    assert "_r_acc[" not in xb.ops.sum.compile("cpu", x, 2).source

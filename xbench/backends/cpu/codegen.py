@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover
 # reciprocal square root estimate, NaN at 0 and inf.
 FASTMATH = '{"reassoc"}'
 COLUMN_CHUNK = 256                 # outputs per part of a column sum (their accumulators stay in L1)
+ROW_SUMS_MAX = 4096                # outputs along the row of a row of sums (`row_sums`: accumulators in L1)
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -479,6 +480,8 @@ class ModuleWriter:
             text = ContractWriter(self, k, sched).text()
         elif column_sum(k):
             text = self.column_sum(k, sched)
+        elif row_sums(k):
+            text = self.row_sums(k, sched)
         else:
             text = self.pointwise(k, sched)
         # the buffers' shapes too: a kernel run as tasks views its buffers at their shapes (`part`), which its
@@ -687,6 +690,37 @@ class ModuleWriter:
                     src(f"{r.local} = _c_acc[_p - _c_lo]")
                     for st in k.stages[1:]:
                         self.stage(src, st, bound)
+        self._scalars = {}
+        return src.text()
+
+    def row_sums(self, k: Kernel, sched: Schedule) -> str:
+        """Sums whose terms run along the last outer axis in memory (`row_sums`) over a row of accumulators:
+        per point of the other outer axes, each term of the sum added into every output of the row, contiguous
+        reads vectorised along it, then each output's epilogue. Each output adds its terms in the same order as
+        one at a time (the same bits)."""
+        r, last = k.stages[0], k.outer[-1]
+        body = r.body if r.body.dtype == r.dtype else Cast(r.body, r.dtype)
+        parallel = bool(sched.get("parallel", True))
+        collapse = max(1, min(int(sched.get("collapse", 1)), len(k.outer) - 1))
+        src = Source()
+        src(self.decorator(parallel))
+        src(f"def {k.name}({', '.join(self.params(k))}):")
+        with src.indent():
+            self.read_scalars(src, k)
+            bound = self.open_outer(src, k.outer[:-1], collapse, parallel)
+            with Indent(src, len(k.outer) - collapse):
+                src(f"_r_acc = _xb_new(({last.extent},), {self.np_type(r.dtype)})" + SCRATCH)
+                src("_r_acc[:] = 0")
+                with Indent(src, self.loops(src, r.axes)):
+                    src(f"for {last.name} in range({last.extent}):")
+                    with src.indent():
+                        (v,) = self.values(src, [body], bound | {last.name}, set())
+                        src(f"_r_acc[{last.name}] += {v}")
+                src(f"for {last.name} in range({last.extent}):")
+                with src.indent():
+                    src(f"{r.local} = _r_acc[{last.name}]")
+                    for st in k.stages[1:]:
+                        self.stage(src, st, bound | {last.name})
         self._scalars = {}
         return src.text()
 
@@ -1067,6 +1101,26 @@ def column_sum(k: Kernel) -> bool:
     loads = [n for n in r.body.walk() if isinstance(n, Load) and n.index]
     per_output = [ld for ld in loads if outer & set().union(*map(E.free_indices, ld.index))]
     return bool(per_output) and all(E.free_indices(ld.index[-1]) == {last} for ld in per_output)
+
+
+def row_sums(k: Kernel) -> bool:
+    """Is `k` a short sum per point whose terms read along the last outer axis in memory (an upsampling's
+    gradient: each output row a sum of 10-20 input rows through a tap table, read column by column)? Every load
+    that depends on that axis is indexed by it alone in its last dimension, and only there; at least 8 and at
+    most ROW_SUMS_MAX outputs along it and another outer axis; after the sum, only per-output assignments
+    and stores."""
+    if len(k.outer) < 2 or k.row_buffers or not k.stages or not isinstance(k.stages[0], Reduce):
+        return False
+    r, last = k.stages[0], k.outer[-1]
+    if r.kind != "sum" or r.index_local or not r.axes or not 8 <= last.extent <= ROW_SUMS_MAX:
+        return False
+    if not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes and s.scope == "global"
+               for s in k.stages[1:]):
+        return False
+    along = [n for n in r.body.walk() if isinstance(n, Load) and n.index
+             and last.name in set().union(*map(E.free_indices, n.index))]
+    return bool(along) and all(n.index[-1] == Idx(last.name) and not any(
+        last.name in E.free_indices(i) for i in n.index[:-1]) for n in along)
 
 
 def streamed_store(k: Kernel, program: Program, stages: list) -> int | None:
