@@ -172,6 +172,12 @@ def _correction(dim, correction, unbiased, name: str):
     return dim, 1 if correction is None else int(correction) if isinstance(correction, bool) else correction
 
 
+def _wide(x):
+    """A 16-bit float input as float32, where PyTorch sums its moments and norms (each square rounded to
+    float16 overflows from 256: std and norm came out infinite where theirs fit)."""
+    return x.astype("float32") if x.dtype in ("float16", "bfloat16") else x
+
+
 def _moments(x, dim, correction, keepdim: bool, unbiased=None, name: str = "var"):
     dim, correction = _correction(dim, correction, unbiased, name)
     axes = _axes(x, dim, name)
@@ -213,13 +219,13 @@ _CORRECTION = "correction=None is 1; unbiased (by name, or positionally as PyTor
 @register("reduction", samples=_moment_samples, torch="torch.var", grad=True, notes=_CORRECTION)
 def var(input: Tensor, dim=None, correction: int | None = None, keepdim: bool = False, unbiased: bool | None = None):
     """Variance over `dim`, dividing by N - correction (Bessel's correction by default)."""
-    return _moments(input, dim, correction, keepdim, unbiased, "var")[0]
+    return _moments(_wide(input), dim, correction, keepdim, unbiased, "var")[0].astype(input.dtype)
 
 
 @register("reduction", samples=_moment_samples, torch="torch.std", grad=True, notes=_CORRECTION)
 def std(input: Tensor, dim=None, correction: int | None = None, keepdim: bool = False, unbiased: bool | None = None):
     """Standard deviation over `dim`: sqrt(var)."""
-    return xb.sqrt(_moments(input, dim, correction, keepdim, unbiased, "std")[0])
+    return xb.sqrt(_moments(_wide(input), dim, correction, keepdim, unbiased, "std")[0]).astype(input.dtype)
 
 
 def _torch_with_mean(name: str):
@@ -245,18 +251,22 @@ _INF_MEAN = ("a row holding an infinity has that infinity as its mean (PyTorch's
 def var_mean(input: Tensor, dim=None, correction: int | None = None, keepdim: bool = False,
              unbiased: bool | None = None):
     """(var, mean) over `dim`."""
-    return _moments(input, dim, correction, keepdim, unbiased, "var_mean")
+    return tuple(r.astype(input.dtype) for r in _moments(_wide(input), dim, correction, keepdim, unbiased, "var_mean"))
 
 
 @register("reduction", samples=_moment_samples, torch=_torch_with_mean("std_mean"), grad=True, notes=_INF_MEAN)
 def std_mean(input: Tensor, dim=None, correction: int | None = None, keepdim: bool = False,
              unbiased: bool | None = None):
     """(std, mean) over `dim`."""
-    v, m = _moments(input, dim, correction, keepdim, unbiased, "std_mean")
-    return xb.sqrt(v), m
+    v, m = _moments(_wide(input), dim, correction, keepdim, unbiased, "std_mean")
+    return xb.sqrt(v).astype(input.dtype), m.astype(input.dtype)
 
 
 def _vector_norm(x, ord, dim, keepdim: bool):
+    return _norm_of(_wide(x), ord, dim, keepdim).astype(x.dtype)
+
+
+def _norm_of(x, ord, dim, keepdim: bool):
     axes = _axes(x, dim)
     a = xb.abs(x)
     if ord == math.inf:

@@ -126,3 +126,19 @@ def test_an_upsampling_that_keeps_an_axis_copies_it_without_reading_the_neighbou
     for backend in ("reference", "cpu"):
         got = ops.upsample_bilinear2d.run(x, (7, 3), False, backend=backend)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_moments_and_norms_are_summed_in_float32_as_pytorchs(dtype):
+    # squares of 1e4 overflow float16 (above 65504); the standard deviation and the norm do not
+    x = torch.tensor([[1e4, -1e4, 5e3, 0.0, 2e3], [3.0, 1.0, 4.0, 1.0, 5.0]], dtype=getattr(torch, dtype))
+    a = x.view(torch.int16).numpy().view(xb.dtypes.to_numpy(dtype)) if dtype == "bfloat16" else x.numpy()
+    cases = [(ops.std, (a, -1), torch.std(x, -1)), (ops.var, (a, -1), torch.var(x, -1)),
+             (ops.norm, (a, "fro", -1), torch.norm(x, "fro", -1)),
+             (ops.linalg_vector_norm, (a, 2, -1), torch.linalg.vector_norm(x, 2, -1)),
+             (ops.std_mean, (a, -1), torch.std_mean(x, -1)[0])]
+    for op, args, want in cases:
+        for backend in ("reference", "cpu"):
+            got = op.run(*args, backend=backend)
+            got = np.asarray(got[0] if isinstance(got, (tuple, list)) else got, np.float64)
+            np.testing.assert_allclose(got, want.double().numpy(), rtol=1e-2, err_msg=f"{op.name} {backend}")
