@@ -514,6 +514,24 @@ class ContractWriter:
             depth += 1
         return depth
 
+    def _planes(self, src: Source, planes: dict[str, int], acc: int) -> set[str]:
+        """A plane kernel's head: its def, the loop over its batch and M points, and once per thread the zeroed
+        `planes` (name: elements; every plane writes the same elements, whose padding stays 0) and the
+        accumulator `_acc` of `acc` elements, set to 0 per point. Returns the names bound; the body goes two
+        levels in."""
+        w, k, c = self.w, self.k, self.c
+        pts, ty = self.batch + self.m, NP_TYPES[c.dtype]
+        src(f"def {k.name}({', '.join(w.params(k))}):")
+        with src.indent():
+            bound = w.open_outer(src, tuple(pts), len(pts), True)
+            with src.indent():
+                for name, n in planes.items():
+                    src(f"{name} = _xb_new_zeros(({n},), {ty})" + SCRATCH)
+                src(f"_acc = _xb_new(({acc},), {ty})" + SCRATCH)
+                src(f"for _j in range({acc}):")
+                src(f"    _acc[_j] = {w.emitter.const(0, c.dtype)}")
+        return bound
+
     def plane(self, operand: Expr, window: tuple[Expr, Expr], plan: contraction.ShiftPlan) -> str:
         """A depthwise convolution (`contraction.plane_plan`): per batch and M point, its operand's plane (the
         input, or an elementwise function of it) evaluated once per element into a zero-padded `_X` (with a
@@ -522,56 +540,48 @@ class ContractWriter:
         long unit-stride loops, where a plane's own rows (24 wide) are too short for the vector loop."""
         w, k, c = self.w, self.k, self.c
         (hp, wp), (oy, ox), (hin, win), (sy, sx) = plan.padded, plan.off, plan.size, plan.stride
-        L, P, ty = plan.out[0] * wp, plan.row, NP_TYPES[c.dtype]
+        L, P = plan.out[0] * wp, plan.row
         (r, dr), (s, ds) = zip(plan.taps, plan.dil)
-        pts = self.batch + self.m
         src = Source()
-        src(f"def {k.name}({', '.join(w.params(k))}):")
-        with src.indent():
-            bound = w.open_outer(src, tuple(pts), len(pts), True)
-            with src.indent():
-                # once per thread: every plane writes the same elements of _X, whose padding stays 0
-                src(f"_X = _xb_new_zeros(({sy * sx * P},), {ty})" + SCRATCH)
-                src(f"_acc = _xb_new(({L},), {ty})" + SCRATCH)
-                src(f"for _j in range({L}):")
-                src(f"    _acc[_j] = {w.emitter.const(0, c.dtype)}")
-                # phase by phase, each input row's run of a phase written contiguously (its reads a stride apart)
-                depth = 0
-                for v, st, lo, hi in (("y", sy, max(0, -oy), min(sy * hp, hin - oy)),
-                                      ("x", sx, max(0, -ox), min(sx * wp, win - ox))):
-                    with Indent(src, depth):
-                        if st == 1:
-                            src(f"for _{v} in range({lo}, {hi}):")
-                        else:       # _v = _vq·st + _pv within [lo, hi)
-                            src(f"for _p{v} in range({st}):")
-                            src(f"    for _{v}q in range(({lo} - _p{v} + {st - 1}) // {st}, "
-                                f"({hi} - _p{v} + {st - 1}) // {st}):")
-                            src(f"        _{v} = _{v}q * {st} + _p{v}")
-                            depth += 1
-                    depth += 1
+        bound = self._planes(src, {"_X": sy * sx * P}, L)
+        with Indent(src, 2):
+            # phase by phase, each input row's run of a phase written contiguously (its reads a stride apart)
+            depth = 0
+            for v, st, lo, hi in (("y", sy, max(0, -oy), min(sy * hp, hin - oy)),
+                                  ("x", sx, max(0, -ox), min(sx * wp, win - ox))):
                 with Indent(src, depth):
-                    at = (E.add(Idx("_y"), E.const(oy)), E.add(Idx("_x"), E.const(ox)))
-                    point = operand.map(lambda x: Load(x.buf, (*x.index[:-2], *at), x.dtype)
-                                        if isinstance(x, Load) and tuple(x.index[-2:]) == window else None)
-                    (v,) = w.values(src, [cast(point, c.dtype)], bound, set())
-                    phase = "" if (sy, sx) == (1, 1) else \
-                        f"({'_py' if sy > 1 else 0} * {sx} + {'_px' if sx > 1 else 0}) * {P} + "
-                    y, x = ("_yq" if sy > 1 else "_y"), ("_xq" if sx > 1 else "_x")
-                    src(f"_X[{phase}{y} * {wp} + {x}] = {v}")
-                with Indent(src, w.loops(src, tuple(self.kaxes))):
-                    (a,) = w.values(src, [cast(c.lhs, c.dtype)], bound, set())
-                    src(f"_a = {a}")
-                    if (sy, sx) == (1, 1):
-                        src(f"_o = {r.name} * {dr * wp} + {s.name} * {ds}")
-                    else:
-                        src(f"_o = ((({r.name} * {dr}) % {sy}) * {sx} + ({s.name} * {ds}) % {sx}) * {P} + "
-                            f"(({r.name} * {dr}) // {sy}) * {wp} + ({s.name} * {ds}) // {sx}")
-                    src(f"for _j in range({L}):")
-                    src("    _acc[_j] += _a * _X[_j + _o]")
-                with Indent(src, w.loops(src, tuple(self.n))):
-                    src(f"{c.local} = _acc[{self.n[0].name} * {wp} + {self.n[1].name}]")
-                    for st in k.stages[1:]:
-                        w.stage(src, st, bound)
+                    if st == 1:
+                        src(f"for _{v} in range({lo}, {hi}):")
+                    else:       # _v = _vq·st + _pv within [lo, hi)
+                        src(f"for _p{v} in range({st}):")
+                        src(f"    for _{v}q in range(({lo} - _p{v} + {st - 1}) // {st}, "
+                            f"({hi} - _p{v} + {st - 1}) // {st}):")
+                        src(f"        _{v} = _{v}q * {st} + _p{v}")
+                        depth += 1
+                depth += 1
+            with Indent(src, depth):
+                at = (E.add(Idx("_y"), E.const(oy)), E.add(Idx("_x"), E.const(ox)))
+                point = operand.map(lambda x: Load(x.buf, (*x.index[:-2], *at), x.dtype)
+                                    if isinstance(x, Load) and tuple(x.index[-2:]) == window else None)
+                (v,) = w.values(src, [cast(point, c.dtype)], bound, set())
+                phase = "" if (sy, sx) == (1, 1) else \
+                    f"({'_py' if sy > 1 else 0} * {sx} + {'_px' if sx > 1 else 0}) * {P} + "
+                y, x = ("_yq" if sy > 1 else "_y"), ("_xq" if sx > 1 else "_x")
+                src(f"_X[{phase}{y} * {wp} + {x}] = {v}")
+            with Indent(src, w.loops(src, tuple(self.kaxes))):
+                (a,) = w.values(src, [cast(c.lhs, c.dtype)], bound, set())
+                src(f"_a = {a}")
+                if (sy, sx) == (1, 1):
+                    src(f"_o = {r.name} * {dr * wp} + {s.name} * {ds}")
+                else:
+                    src(f"_o = ((({r.name} * {dr}) % {sy}) * {sx} + ({s.name} * {ds}) % {sx}) * {P} + "
+                        f"(({r.name} * {dr}) // {sy}) * {wp} + ({s.name} * {ds}) // {sx}")
+                src(f"for _j in range({L}):")
+                src("    _acc[_j] += _a * _X[_j + _o]")
+            with Indent(src, w.loops(src, tuple(self.n))):
+                src(f"{c.local} = _acc[{self.n[0].name} * {wp} + {self.n[1].name}]")
+                for st in k.stages[1:]:
+                    w.stage(src, st, bound)
         return src.text()
 
     def wgrad_plane(self, lhs: Expr, rhs: Expr, window: tuple[Expr, Expr], plan: contraction.ShiftPlan,
@@ -584,43 +594,34 @@ class ContractWriter:
         w, k, c = self.w, self.k, self.c
         (hp, wp), (oy, ox), (hin, win), (hout, wout) = plan.padded, plan.off, plan.size, plan.out
         (r, dr), (s, ds) = zip(plan.taps, plan.dil)
-        L, ty, zero = hout * wp, NP_TYPES[c.dtype], w.emitter.const(0, c.dtype)
+        L, zero = hout * wp, w.emitter.const(0, c.dtype)
         nflat = w.emitter.expr(E.linear(tuple(a.var for a in self.n), tuple(a.extent for a in self.n)))
-        pts = self.batch + self.m
         src = Source()
-        src(f"def {k.name}({', '.join(w.params(k))}):")
-        with src.indent():
-            bound = w.open_outer(src, tuple(pts), len(pts), True)
-            with src.indent():
-                # once per thread: every plane writes the same elements of _X and _G, whose padding stays 0
-                src(f"_X = _xb_new_zeros(({plan.row},), {ty})" + SCRATCH)
-                src(f"_G = _xb_new_zeros(({L},), {ty})" + SCRATCH)
-                src(f"_acc = _xb_new(({prod(self.n)},), {ty})" + SCRATCH)
-                src(f"for _j in range({prod(self.n)}):")
-                src(f"    _acc[_j] = {zero}")
-                with Indent(src, w.loops(src, tuple(a for a in self.kaxes if a not in pos))):
-                    for buf, operand, reads, lo, hi, (y0, x0) in (
-                            ("_X", rhs, window, (max(0, -oy), max(0, -ox)), (min(hp, hin - oy), min(wp, win - ox)),
-                             (oy, ox)),
-                            ("_G", lhs, (pos[0].var, pos[1].var), (0, 0), (hout, wout), (0, 0))):
-                        src(f"for _y in range({lo[0]}, {hi[0]}):")
-                        src(f"    for _x in range({lo[1]}, {hi[1]}):")
-                        at = (E.add(Idx("_y"), E.const(y0)), E.add(Idx("_x"), E.const(x0)))
-                        point = operand.map(lambda x, reads=reads, at=at: Load(x.buf, (*x.index[:-2], *at), x.dtype)
-                                            if isinstance(x, Load) and tuple(x.index[-2:]) == reads else None)
-                        with Indent(src, 2):
-                            (v,) = w.values(src, [cast(point, c.dtype)], bound, set())
-                            src(f"{buf}[_y * {wp} + _x] = {v}")
-                    with Indent(src, w.loops(src, tuple(self.n))):
-                        src(f"_o = {r.name} * {dr * wp} + {s.name} * {ds}")
-                        src(f"_t = {zero}")
-                        src(f"for _j in range({L}):")
-                        src("    _t += _G[_j] * _X[_j + _o]")
-                        src(f"_acc[{nflat}] += _t")
+        bound = self._planes(src, {"_X": plan.row, "_G": L}, prod(self.n))
+        with Indent(src, 2):
+            with Indent(src, w.loops(src, tuple(a for a in self.kaxes if a not in pos))):
+                for buf, operand, reads, lo, hi, (y0, x0) in (
+                        ("_X", rhs, window, (max(0, -oy), max(0, -ox)), (min(hp, hin - oy), min(wp, win - ox)),
+                         (oy, ox)),
+                        ("_G", lhs, (pos[0].var, pos[1].var), (0, 0), (hout, wout), (0, 0))):
+                    src(f"for _y in range({lo[0]}, {hi[0]}):")
+                    src(f"    for _x in range({lo[1]}, {hi[1]}):")
+                    at = (E.add(Idx("_y"), E.const(y0)), E.add(Idx("_x"), E.const(x0)))
+                    point = operand.map(lambda x, reads=reads, at=at: Load(x.buf, (*x.index[:-2], *at), x.dtype)
+                                        if isinstance(x, Load) and tuple(x.index[-2:]) == reads else None)
+                    with Indent(src, 2):
+                        (v,) = w.values(src, [cast(point, c.dtype)], bound, set())
+                        src(f"{buf}[_y * {wp} + _x] = {v}")
                 with Indent(src, w.loops(src, tuple(self.n))):
-                    src(f"{c.local} = _acc[{nflat}]")
-                    for st in k.stages[1:]:
-                        w.stage(src, st, bound)
+                    src(f"_o = {r.name} * {dr * wp} + {s.name} * {ds}")
+                    src(f"_t = {zero}")
+                    src(f"for _j in range({L}):")
+                    src("    _t += _G[_j] * _X[_j + _o]")
+                    src(f"_acc[{nflat}] += _t")
+            with Indent(src, w.loops(src, tuple(self.n))):
+                src(f"{c.local} = _acc[{nflat}]")
+                for st in k.stages[1:]:
+                    w.stage(src, st, bound)
         return src.text()
 
     def loops(self) -> str:
