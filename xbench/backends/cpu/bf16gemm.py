@@ -209,16 +209,24 @@ def _pack_a(a, ap, m0, tiles, q0, q1):
     uint32), rows past M zero."""
     M, K = a.shape
     whole = min(q1, K // 2)                             # pairs with both halves inside K
+    rows = max(0, min(tiles * MR, M - m0))
+    if a.strides[1] >= a.strides[0]:                    # columns contiguous (a transposed operand): each pair of
+        run = np.empty(rows, np.uint32)                 # A's columns interleaved down the block's rows, then dealt
+        vectors = rows // 16 if a.strides[0] == 2 else 0  # to its tiles
+        for p in range(q0, whole):
+            if vectors:
+                interleave(run.ctypes.data, a[m0:, 2 * p].ctypes.data, a[m0:, 2 * p + 1].ctypes.data, vectors)
+            for i in range(16 * vectors, rows):
+                run[i] = _pair(a[m0 + i, 2 * p], a[m0 + i, 2 * p + 1])
+            for t in range(tiles):
+                for r in range(max(0, min(MR, rows - t * MR))):
+                    ap[t, p - q0, r] = run[t * MR + r]
     for t in range(tiles):
         top = m0 + t * MR
         live = max(0, min(MR, M - top))
         if a.strides[1] < a.strides[0]:                 # rows contiguous: along each row
             for r in range(live):
                 for p in range(q0, whole):
-                    ap[t, p - q0, r] = _pair(a[top + r, 2 * p], a[top + r, 2 * p + 1])
-        else:                                           # columns contiguous (a transposed operand): across rows
-            for p in range(q0, whole):
-                for r in range(live):
                     ap[t, p - q0, r] = _pair(a[top + r, 2 * p], a[top + r, 2 * p + 1])
         if whole < q1:                                  # odd K: the last pair's second half is 0
             for r in range(live):
