@@ -250,6 +250,8 @@ class ContractWriter:
                      od: str) -> None:
         c, dt, rest = self.c, self.c.dtype, self.kaxes[len(lead):]
         pairs = od != dt
+        if pairs and min(prod(lead), self.w.threads) > 1:
+            return self._split_per_thread(src, lead, lview, rview, direct_out)
         self.w.helpers.add("gemm_bf16" if pairs else "dot_add")
         ot = "np.uint16" if pairs else NP_TYPES[dt]
         M, N, K = prod(self.m), prod(self.n), prod(rest)
@@ -278,6 +280,47 @@ class ContractWriter:
                 src(f"    _xb_dot({a_}, {b_}, {out})")
                 src("else:")
                 src(f"    _xb_dot_add({a_}, {b_}, {out})")
+        if direct_out is None:
+            src("for _b in range(1):")
+            with src.indent():
+                self._epilogue(src, "_C")
+
+    def _split_per_thread(self, src: Source, lead, lview: str | None, rview: str | None,
+                          direct_out: str | None) -> None:
+        """`_split_gemms` for bfloat16 pairs with a point of the leading axes for every thread: each thread packs
+        its own range of points and sums their GEMMs on its core into a float32 part of its own, and the parts
+        are added (one image's windows packed per core instead of every core packing and multiplying each in
+        turn: a 7x7 stem's weight gradient)."""
+        c, rest = self.c, self.kaxes[len(lead):]
+        self.w.helpers.add("gemm_bf16_serial")
+        M, N, K, L = prod(self.m), prod(self.n), prod(rest), prod(lead)
+        T = min(L, self.w.threads)
+        a_t = lview is None and self._runs_along(c.lhs, self.m)
+        b_t = rview is None and self._runs_along(c.rhs, rest)
+        src(f"_Cs = _xb_new(({T}, {M}, {N}), np.float32)")
+        if direct_out is None:
+            src(f"_C = _xb_new(({M}, {N}), np.float32)")
+        src(f"for _t in numba.prange({T}):")
+        with src.indent():
+            if lview is None:
+                src(f"_A = _xb_new({(K, M) if a_t else (M, K)}, np.uint16)" + SCRATCH)
+            if rview is None:
+                src(f"_B = _xb_new({(N, K) if b_t else (K, N)}, np.uint16)" + SCRATCH)
+            src(f"for _k in range(_t * {L} // {T}, (_t + 1) * {L} // {T}):")
+            with src.indent():
+                unravel(src, "_k", lead, "_kr")
+                if lview is None:
+                    self._pack_lhs(src, c.lhs, "bfloat16", a_t, rest)
+                if rview is None:
+                    self._pack_rhs(src, c.rhs, "bfloat16", b_t, rest)
+                a_ = lview or ("_A.T" if a_t else "_A")
+                b_ = rview or ("_B.T" if b_t else "_B")
+                src(f"_xb_gemm_bf16_serial({a_}, {b_}, _Cs[_t], _k > _t * {L} // {T})")
+        out = direct_out or "_C"
+        src(f"for _p in numba.prange({M}):")
+        with src.indent():
+            src(f"for _j in range({N}):")
+            src(f"    {out}[_p, _j] = {' + '.join(f'_Cs[{t}, _p, _j]' for t in range(T))}")
         if direct_out is None:
             src("for _b in range(1):")
             with src.indent():
