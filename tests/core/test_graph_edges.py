@@ -191,3 +191,82 @@ def test_einsum_over_an_empty_or_broadcast_batch(pb, qb):
         got = batched_einsum(p, q, backend=backend)
         assert got.shape == np.einsum("bij,bjk->bik", p, q).shape
         np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", p, q), rtol=1e-5)
+
+
+@xb.tensor_op
+def pooled(x: xb.Tensor):
+    return xb.ops.max_pool2d_with_indices(x, 3, 2, 1)
+
+
+@xb.tensor_op
+def extremes(x: xb.Tensor):
+    top, where = xb.ops.max(x, 1)
+    low, at = xb.ops.min(x * 2.0, 1)
+    return top, where, xb.ops.argmax(x * 2.0, 1), low, at
+
+
+@pytest.mark.parametrize("backend", ("cpu",) + SMALL)
+def test_a_max_and_an_arg_max_of_the_same_values_are_one_reduction(backend):
+    # a max pool's values and offsets, torch.max's values and indices: the arg-max's running value is the max
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    x[0, 1, 2, 2] = np.nan                                      # NaN propagates into the values and the offsets
+    art = pooled.compile(backend, x)
+    assert [k.kind for k in art.program.kernels] == ["reduce"]
+    values, offsets = torch.ops.aten.max_pool2d_with_indices(torch.from_numpy(x), [3, 3], [2, 2], [1, 1])
+    got = art.run(x)
+    np.testing.assert_array_equal(got[0], values.numpy())
+    np.testing.assert_array_equal(got[1], offsets.numpy())
+    y = rng.standard_normal((4, 6, 5)).astype(np.float32)
+    art = extremes.compile(backend, y)
+    # max with its indices: one; the min of x * 2 and its indices: one; an arg-max of other values stays apart
+    assert sum(k.kind == "reduce" for k in art.program.kernels) == 3
+    t = torch.from_numpy(y)
+    want = (*torch.max(t, 1), torch.argmax(t * 2.0, 1), *torch.min(t * 2.0, 1))
+    for g, w in zip(art.run(y), want):
+        np.testing.assert_array_equal(g, w.numpy())
+
+
+@xb.tensor_op
+def channel_statistics(x: xb.Tensor, running: xb.Tensor):
+    mean = x.mean((0, 2, 3))
+    return mean, running * 0.9 + mean * 0.1, xb.rsqrt(mean.reshape((1, -1, 1, 1)) + 2.0)
+
+
+@pytest.mark.parametrize("backend", ("cpu",) + SMALL)
+def test_elementwise_kernels_at_a_reductions_points_join_it(backend):
+    # a batch norm's statistics: the running average and a [1, C, 1, 1] view of the mean, each a kernel of C
+    # points otherwise, run at the reduction's points, reading what it wrote there
+    x = rng.standard_normal((4, 6, 5, 5)).astype(np.float32)
+    running = rng.standard_normal(6).astype(np.float32)
+    art = channel_statistics.compile(backend, x, running)
+    assert [k.kind for k in art.program.kernels] == ["reduce"]
+    mean = x.astype(np.float64).mean((0, 2, 3))
+    want = (mean, running * 0.9 + mean * 0.1, 1 / np.sqrt(mean.reshape(1, -1, 1, 1) + 2.0))
+    for got, w in zip(art.run(x, running), want):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+
+
+@xb.tensor_op
+def norm_gradient_sums(g: xb.Tensor, x: xb.Tensor, m: xb.Tensor, dy: xb.Tensor, h: xb.Tensor):
+    masked = xb.where(x <= 0.0, 0.0, g)
+    per_channel = masked.sum((0, 2, 3)), (masked * (x - m.reshape((1, -1, 1, 1)))).sum((0, 2, 3))
+    return *per_channel, dy.sum(0), (dy * h).sum(0)
+
+
+@pytest.mark.parametrize("backend", ("cpu",) + SMALL)
+def test_sums_over_each_points_own_slice_are_taken_together(backend):
+    # a batch norm's gradient sums per channel of NCHW data: one kernel, on cpu one loop for both; the sums of
+    # [rows, features] over rows (a bias's and a norm weight's gradient) read across their points: two kernels
+    g, x = (rng.standard_normal((3, 4, 5, 5)).astype(np.float32) for _ in range(2))
+    m = rng.standard_normal(4).astype(np.float32)
+    dy, h = (rng.standard_normal((12, 7)).astype(np.float32) for _ in range(2))
+    art = norm_gradient_sums.compile(backend, g, x, m, dy, h)
+    assert [k.kind for k in art.program.kernels] == ["reduce"] * 3
+    if backend == "cpu":
+        fused = art.kernels[0].source
+        assert fused.count("for r") == 2 and fused.count(" += ") == 2       # one loop nest, two accumulators
+    masked = np.where(x <= 0, 0, g).astype(np.float64)
+    want = (masked.sum((0, 2, 3)), (masked * (x - m.reshape(1, -1, 1, 1))).sum((0, 2, 3)), dy.sum(0),
+            (dy.astype(np.float64) * h).sum(0))
+    for got, w in zip(art.run(g, x, m, dy, h), want):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5)

@@ -33,6 +33,7 @@ CHEAP = 4                  # inline a multiply-used value whose expression costs
 # primitives that only move, repeat or drop their one tensor input's elements
 MOVES = frozenset({"broadcast", "reshape", "permute", "slice", "pad", "window"})
 ROW_BUFFER_LIMIT = 1 << 16  # elements of a row-local scratch buffer
+SIBLING_REACH = 4           # kernels after a reduction looked through for a sibling (`_extremum_pair`, `_sibling_sums`)
 
 
 class LowerCtx:
@@ -406,16 +407,36 @@ def fuse(kernels: list[Kernel], buffers: dict[str, Buffer], outputs: list[str]) 
     kernels = list(kernels)
     changed = True
     while changed:
-        changed = _fuse_vertical(kernels, buffers, outputs)
-        if not changed:
-            changed = _fuse_siblings(kernels, buffers)
+        changed = _fuse_vertical(kernels, buffers, outputs) or _fuse_siblings(kernels, buffers) or \
+            _fuse_pointwise(kernels)
     return kernels
+
+
+def _fuse_pointwise(kernels: list[Kernel]) -> bool:
+    """Append one elementwise kernel at a reduction's points to it (`_absorb_pointwise`), last of the fusions:
+    the reduction then writes several buffers, which other fusions take as a sign to leave it."""
+    readers = _readers(kernels)
+    pos = {id(k): i for i, k in enumerate(kernels)}
+    for i, p in enumerate(kernels):
+        for j in sorted({pos[id(c)] for b in p.writes() for c in readers.get(b, ()) if pos[id(c)] > i}):
+            merged = _absorb_pointwise(p, kernels[j], kernels[i + 1:j])
+            if merged is not None:
+                kernels[i] = merged
+                del kernels[j]
+                return True
+    return False
 
 
 def _fuse_siblings(kernels: list[Kernel], buffers: dict[str, Buffer]) -> bool:
     readers = _readers(kernels)
     pos = {id(k): i for i, k in enumerate(kernels)}
     for i, p in enumerate(kernels):
+        for j in range(i + 1, min(len(kernels), i + 1 + SIBLING_REACH)):
+            merged = _extremum_pair(p, kernels[j], kernels[i + 1:j]) or _sibling_sums(p, kernels[j], kernels[i + 1:j])
+            if merged is not None:
+                kernels[i] = merged
+                del kernels[j]
+                return True
         writes = p.writes()
         if len(writes) != 1:
             continue
@@ -438,6 +459,108 @@ def _fuse_siblings(kernels: list[Kernel], buffers: dict[str, Buffer]) -> bool:
                     kernels[j] = tail
                     return True
     return False
+
+
+def _absorb_pointwise(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
+    """Append elementwise kernel `c` to reduction `p` when `c` runs over `p`'s points (with axes of extent 1 or
+    not) and reads what `p` writes where `p` writes it at the same point (a batch norm's statistics: their
+    running averages, saved copies and inverse deviation, each a kernel of a few dozen points otherwise)."""
+    if _kind(c) != "elementwise" or _kind(p) not in ("reduce", "row") or not p.outer:
+        return None
+    if not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes and s.scope == "global"
+               for s in c.stages):
+        return None
+    rest = [a for a in c.outer if a.extent != 1]
+    if [a.extent for a in rest] != [a.extent for a in p.outer]:
+        return None
+    if set(c.reads()) & {b for k in between for b in k.writes()}:
+        return None
+    rename = {a.name: b.var for a, b in zip(rest, p.outer)}
+    rename.update({a.name: E.const(0) for a in c.outer if a.extent == 1})
+    stages = [s.replace(lambda e: E.substitute(e, rename)) for s in c.stages]
+    written = {s.buf: s.index for s in p.stages if isinstance(s, Store) and s.scope == "global"}
+    reads = [ld for s in stages for e in s.exprs() for ld in E.loads(e) if ld.buf in written]
+    if not reads or any(ld.index != written[ld.buf] for ld in reads):
+        return None
+    merged = Kernel(p.name, p.kind, p.outer, [*p.stages, *stages], dict(p.row_buffers),
+                    {**p.locals, **c.locals}, p.origin + c.origin)
+    merged.kind = _kind(merged)
+    return merged
+
+
+def _moves_up(p: Kernel, c: Kernel, between: list[Kernel]) -> bool:
+    """Whether `c` can run with `p`: neither reads what the other writes, and no kernel between them writes what
+    `c` reads or touches what it writes."""
+    return not (set(c.reads()) & {w for k in between for w in k.writes()}
+                or set(c.writes()) & {r for k in between for r in (*k.reads(), *k.writes())}
+                or set(c.reads()) & set(p.writes()) or set(p.reads()) & set(c.writes()))
+
+
+def _leading_sums(k: Kernel) -> int:
+    """How many sums lead `k`'s stages when only assignments and stores at its point follow them, else 0."""
+    n = next((i for i, s in enumerate(k.stages) if not isinstance(s, Reduce)), len(k.stages))
+    if not all(isinstance(s, Reduce) and s.kind == "sum" and not s.index_local for s in k.stages[:n]):
+        return 0
+    if not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes for s in k.stages[n:]):
+        return 0
+    return n
+
+
+def _sibling_sums(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
+    """Sums over the same axes at the same points reading some of the same data, each over its point's own slice
+    (a batch norm's gradient: the sum of the output gradient and of its product with the normalised input, per
+    channel), as one kernel whose sums are all taken before its stores: one visit of each point's slice. Sums
+    whose reads run across points in memory (a bias gradient: columns of rows) stay apart; a backend adds those
+    a row at a time."""
+    m, n = _leading_sums(p), _leading_sums(c)
+    if not m or not n or not p.outer or [a.extent for a in p.outer] != [a.extent for a in c.outer]:
+        return None
+    axes = p.stages[0].axes
+    if any([a.extent for a in s.axes] != [a.extent for a in axes] for s in (*p.stages[:m], *c.stages[:n])):
+        return None
+    if not set(p.reads()) & set(c.reads()) or not _moves_up(p, c, between):
+        return None
+    rename = {x.name: y.var for x, y in zip((*c.outer, *c.stages[0].axes), (*p.outer, *axes))}
+    if any(s.axes != c.stages[0].axes for s in c.stages[:n]) or any(s.axes != axes for s in p.stages[:m]):
+        return None
+    sums = [*p.stages[:m], *(Reduce(s.local, s.kind, axes, E.substitute(s.body, rename), s.dtype)
+                            for s in c.stages[:n])]
+    outer, summed = {a.name for a in p.outer}, {a.name for a in axes}
+    for s in sums:
+        for ld in E.loads(s.body):
+            free = set().union(*map(E.free_indices, ld.index)) if ld.index else set()
+            if free & summed and free & outer and outer & E.free_indices(ld.index[-1]):
+                return None
+    rest = [s.replace(lambda e: E.substitute(e, rename)) for s in c.stages[n:]]
+    merged = Kernel(p.name, p.kind, p.outer, [*sums, *p.stages[m:], *rest], {**p.row_buffers, **c.row_buffers},
+                    {**p.locals, **c.locals}, p.origin + c.origin)
+    merged.kind = _kind(merged)
+    return merged
+
+
+def _extremum_pair(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
+    """A max and an arg-max (or a min and an arg-min) of the same values at the same points, `c` after `p`
+    (a max pool's values and offsets, `torch.max` along a dim), as one kernel: the arg-max's running value is
+    the max. `c` moves up to `p`, past kernels that neither write what it reads nor touch what it writes."""
+    pair = {"max": "argmax", "min": "argmin", "argmax": "max", "argmin": "min"}
+    if not (p.stages and c.stages and isinstance(p.stages[0], Reduce) and isinstance(c.stages[0], Reduce)):
+        return None
+    a, b = p.stages[0], c.stages[0]
+    if pair.get(a.kind) != b.kind or a.dtype != b.dtype or [x.extent for x in a.axes] != [x.extent for x in b.axes]:
+        return None
+    if [x.extent for x in p.outer] != [x.extent for x in c.outer] or not _moves_up(p, c, between):
+        return None
+    rename = {x.name: y.var for x, y in zip((*c.outer, *b.axes), (*p.outer, *a.axes))}
+    rest = [s.replace(lambda e: E.substitute(e, rename)) for s in c.stages[1:]]
+    if E.substitute(b.body, rename) != a.body:
+        return None
+    arg, ext = (a, b) if a.kind.startswith("arg") else (b, a)
+    stages = [Reduce(arg.local, arg.kind, a.axes, a.body, arg.dtype, arg.index_local),
+              Assign(ext.local, Local(arg.local, ext.dtype)), *p.stages[1:], *rest]
+    merged = Kernel(p.name, p.kind, p.outer, stages, {**p.row_buffers, **c.row_buffers}, {**p.locals, **c.locals},
+                    p.origin + c.origin)
+    merged.kind = _kind(merged)
+    return merged
 
 
 def _split_head(c: Kernel, blocked: set[str], buffers: dict[str, Buffer]):

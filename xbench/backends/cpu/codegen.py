@@ -22,7 +22,7 @@ from ...dtypes import is_float, is_int
 from ...ir import contraction
 from ...ir import expr as E
 from ...ir.expr import INDEX, Call, Cast, Expr, Idx, Load, Local
-from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store
+from ...ir.kernel import Assign, Axis, Contract, Kernel, Program, Reduce, Scan, ScatterAdd, Sort, Store, locals_used
 from ...ir.schedule import Schedule
 from ..pyemit import NP_TYPES, Emitter, Source, common, index_range, invariants, replace_top_down, subscript
 from . import lowp, memory
@@ -788,9 +788,13 @@ class ModuleWriter:
         i = 0
         while i < len(stages):
             self._ahead = (*ahead[1:], lines) if ahead is not None and ahead[0] == i else None
+            together = self._sums_together(stages, i)
             if i + 1 < len(stages) and self._sums_row(stages[i], stages[i + 1], rows):
                 self.store_and_sum(src, stages[i], stages[i + 1], bound)
                 i += 2
+            elif together > 1:
+                self.sums(src, stages[i:i + together], bound)
+                i += together
             elif i == streamed:
                 self.stream_store(src, stages[i], bound)
                 i += 1
@@ -840,6 +844,30 @@ class ModuleWriter:
         return (a.extent == r.extent and st.index == (Idx(a.name),) and st.value.dtype == red.dtype
                 and is_float(red.dtype) and (b is None or b.dtype not in lowp.STORE)
                 and red.body == Load(st.buf, (Idx(r.name),), red.dtype))
+
+    @staticmethod
+    def _sums_together(stages, i: int) -> int:
+        """How many sums from stage i on run over the same axes, none reading another's result (sibling sums,
+        `lower._sibling_sums`): one loop takes them all."""
+        n, names = 0, set()
+        for s in stages[i:]:
+            if not (isinstance(s, Reduce) and s.kind == "sum" and not s.index_local and s.axes == stages[i].axes
+                    and not names & locals_used(s.body)):
+                break
+            names.add(s.local)
+            n += 1
+        return n
+
+    def sums(self, src: Source, group: list[Reduce], bound: set[str]) -> None:
+        """Sibling sums in one loop over their axes, their common subexpressions computed once a step."""
+        bodies = [s.body if s.body.dtype == s.dtype else Cast(s.body, s.dtype) for s in group]
+        bodies = self.hoist(src, bodies, {a.name for a in group[0].axes})
+        bodies, axes = self.flat(src, bodies, group[0].axes)
+        for s in group:
+            src(f"{s.local} = {self.emitter.const(0, s.dtype)}")
+        with Indent(src, self.loops(src, axes)):
+            for s, v in zip(group, self.values(src, bodies, bound, set())):
+                src(f"{s.local} += {v}")
 
     def store_and_sum(self, src: Source, st: Store, red: Reduce, bound: set[str]) -> None:
         """A row buffer's store loop that also accumulates the sum the next stage takes of the row: one pass
