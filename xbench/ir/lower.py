@@ -515,14 +515,13 @@ def _sibling_sums(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
     m, n = _leading_sums(p), _leading_sums(c)
     if not m or not n or not p.outer or [a.extent for a in p.outer] != [a.extent for a in c.outer]:
         return None
-    axes = p.stages[0].axes
-    if any([a.extent for a in s.axes] != [a.extent for a in axes] for s in (*p.stages[:m], *c.stages[:n])):
+    axes, theirs = p.stages[0].axes, c.stages[0].axes
+    if any(s.axes != axes for s in p.stages[:m]) or any(s.axes != theirs for s in c.stages[:n]) or \
+            [a.extent for a in axes] != [a.extent for a in theirs]:
         return None
     if not set(p.reads()) & set(c.reads()) or not _moves_up(p, c, between):
         return None
-    rename = {x.name: y.var for x, y in zip((*c.outer, *c.stages[0].axes), (*p.outer, *axes))}
-    if any(s.axes != c.stages[0].axes for s in c.stages[:n]) or any(s.axes != axes for s in p.stages[:m]):
-        return None
+    rename = {x.name: y.var for x, y in zip((*c.outer, *theirs), (*p.outer, *axes))}
     sums = [*p.stages[:m], *(Reduce(s.local, s.kind, axes, E.substitute(s.body, rename), s.dtype)
                             for s in c.stages[:n])]
     outer, summed = {a.name for a in p.outer}, {a.name for a in axes}
