@@ -44,6 +44,9 @@ except ImportError:  # pragma: no cover
 FASTMATH = '{"reassoc"}'
 COLUMN_CHUNK = 256                 # outputs per part of a column sum (their accumulators stay in L1)
 ROW_SUMS_MAX = 4096                # outputs along the row of a row of sums (`row_sums`: accumulators in L1)
+# parts per C-callable task: each task costs numba about 0.15 s to compile besides its parts, and the module's
+# tasks compile side by side in the compile workers (one task holding every part compiled it in one process)
+TASK_PARTS = 8
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -170,7 +173,7 @@ class ModuleWriter:
         self.threads = threads
         self._split = False           # the kernel being written splits its scatter-adds across threads
         self.helpers: set[str] = set()
-        self.task_calls: list[str] = []         # the parts the module's task runs, by kernel index
+        self.task_calls: list[str] = []         # the parts the module's tasks run, in order (`launch`)
         self.row_names = {n for k in program.kernels for n in k.row_buffers}
         self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast,
                                wrapping=self._wrapping, select=self._select, in_bounds=self._in_bounds)
@@ -320,7 +323,7 @@ class ModuleWriter:
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
         src("from xbench.backends.cpu.tasks import new_array as _xb_new, new_zeros as _xb_new_zeros")
         if "tasks" in self.helpers:
-            src("from xbench.backends.cpu.tasks import SIGNATURE as _XB_TASK, NoAliasCompiler as _XB_NOALIAS, "
+            src("from xbench.backends.cpu.tasks import Task as _XB_TASK, NoAliasCompiler as _XB_NOALIAS, "
                 "address as _xb_address, array_of as _xb_array_of, chunk_bounds as _xb_chunk_bounds, "
                 "parallel_for as _xb_parallel_for")
         if "orderkey" in self.helpers:
@@ -378,7 +381,7 @@ class ModuleWriter:
         if self.task_calls:
             src()
             src()
-            src.lines.extend(self.task().splitlines())
+            src.lines.extend(self.tasks_source().splitlines())
         src()
         src()
         src.lines.extend(self.host().splitlines())
@@ -495,7 +498,7 @@ class ModuleWriter:
 
     def tasks(self, k: Kernel, text: str) -> str:
         """A kernel whose body is serial set-up and then one `prange` loop, as `<name>_part(buffers, _lo, _hi)`
-        (the set-up, then the loop over a range), called per chunk by the module's C-callable `_xb_task` that
+        (the set-up, then the loop over a range), called per chunk by one of the module's C-callable tasks that
         numba's threading layer runs, and `<name>`, which launches it (see `tasks`). A set-up that writes a buffer
         (a scatter's target zeroed before the adds) runs once, as `<name>_head(buffers)`, before the launch,
         when the loop reads nothing it assigns. A body of several loops goes to `segments`; kernels of any
@@ -527,7 +530,7 @@ class ModuleWriter:
             *([self.decorator(False), f"def {k.name}_head({', '.join(params)}):", *once, "", ""] if once else []),
             f"def {k.name}({', '.join(params)}):",
             *([f"    {k.name}_head({', '.join(params)})"] if once else []),
-            f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {n}, {', '.join(used)})",
+            f"    _xb_parallel_for({self.launch(len(self.task_calls) - 1)}, {n}, {', '.join(used)})",
         ])
 
     def part(self, name: str, params: list[str], shapes: list[tuple], var: str, body: list[str],
@@ -593,7 +596,7 @@ class ModuleWriter:
                 text, used = self.part(f"{k.name}_part{len(loops)}", params + scratch, shapes,
                                        loop.group(1), body[i + 1:end], scalars)
                 loops.append(text)
-                steps.append(f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {loop.group(2)}, "
+                steps.append(f"    _xb_parallel_for({self.launch(len(self.task_calls) - 1)}, {loop.group(2)}, "
                              f"{', '.join(used)})")
                 i = end
                 continue
@@ -608,18 +611,28 @@ class ModuleWriter:
         self.helpers.add("tasks")
         return "\n".join([*loops, f"def {k.name}({', '.join(params)}):", *steps])
 
-    def task(self) -> str:
-        """The module's one C-callable task (each costs numba about 0.15 s to compile): `_data` says which
-        kernel's part runs on the chunk."""
+    @staticmethod
+    def launch(i: int) -> str:
+        """The task and data value that run part `i` of the module: `_xb_task<g>, <index in g>`."""
+        return f"_xb_task{i // TASK_PARTS}, {i % TASK_PARTS}"
+
+    def tasks_source(self) -> str:
+        """The module's C-callable tasks, each running up to TASK_PARTS parts: `_data` says which part runs on
+        the chunk. A task is compiled on first use, or by the backend beside the module's other functions, one
+        task per compile worker (`tasks.Task`)."""
         src = Source()
-        src("@numba.cfunc(_XB_TASK, cache=True)")
-        src("def _xb_task(_args, _dims, _steps, _data):")
-        with src.indent():
-            src("_lo, _hi = _xb_chunk_bounds(_args[0], _dims[0])")
-            src("_k = _xb_address(_data)")
-            for i, call in enumerate(self.task_calls):
-                src(f"{'if' if i == 0 else 'elif'} _k == {i}:")
-                src(f"    {call}")
+        for g in range(0, len(self.task_calls), TASK_PARTS):
+            if g:
+                src()
+                src()
+            src("@_XB_TASK")
+            src(f"def _xb_task{g // TASK_PARTS}(_args, _dims, _steps, _data):")
+            with src.indent():
+                src("_lo, _hi = _xb_chunk_bounds(_args[0], _dims[0])")
+                src("_k = _xb_address(_data)")
+                for i, call in enumerate(self.task_calls[g:g + TASK_PARTS]):
+                    src(f"{'if' if i == 0 else 'elif'} _k == {i}:")
+                    src(f"    {call}")
         return src.text()
 
     def decorator(self, parallel: bool) -> str:

@@ -13,8 +13,9 @@ function and run numba's parallel analysis passes over the body, twice the seria
 As for numba's own parallel loops, the first argument is a schedule, one [start, end) row per thread, and the
 threading layer calls `task(args, dims, ...)` with `args[0]` at the first of its `dims[0]` rows (the OpenMP
 layer hands out single rows, the workqueue layer runs of them); the buffers' pointers follow with step 0.
-A generated module has one task for all its kernels (a C-callable function costs numba about 0.15 s to
-compile): the `data` pointer carries the index of the kernel to run.
+A generated module's tasks each run several kernels' parts (a C-callable function costs numba about 0.15 s to
+compile): the `data` pointer carries the index of the part to run. A task compiles on first use (`Task`), so
+that the backend can compile a fresh module's tasks side by side in its compile workers.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import copy
 import ctypes
 import functools
 import os
+import re
 import time
 
 import numpy as np
@@ -33,6 +35,36 @@ from numba.np.arrayobj import _empty_nd_impl
 
 SIGNATURE = types.void(types.CPointer(types.voidptr), types.CPointer(types.intp), types.CPointer(types.intp),
                        types.voidptr)
+
+
+class Task:
+    """A module's C-callable task (`SIGNATURE`), compiled, or loaded from numba's cache, on first use: importing a
+    module compiles none of its tasks, and a compile worker compiles only those it was given."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._cfunc = None
+        functools.update_wrapper(self, fn)
+
+    def compile(self):
+        """The compiled C function (numba's `CFunc`)."""
+        if self._cfunc is None:
+            from numba import cfunc
+            self._cfunc = cfunc(SIGNATURE, cache=True)(self.fn)
+        return self._cfunc
+
+    @property
+    def parts(self) -> int:
+        """How many kernels' parts the task runs (the functions it calls named `<kernel>_part[<i>]`)."""
+        return sum(1 for name in self.fn.__code__.co_names if re.search(r"_part\d*$", name))
+
+    @property
+    def address(self) -> int:
+        return (self._cfunc or self.compile()).address
+
+    @property
+    def cache_hits(self) -> int:
+        return self.compile().cache_hits
 
 
 class NoAliasCompiler(compiler.Compiler):
