@@ -366,16 +366,19 @@ def _at_point(index, axes: tuple[Axis, ...]) -> bool:
         i == a.var or (a.extent == 1 and isinstance(i, E.Const) and i.value == 0) for i, a in zip(index, axes))
 
 
+def _takes_rows_of(p: Kernel, c: Kernel) -> bool:
+    """What `_absorb` asks of `p`, and of `c`'s points: a kernel that stores its one buffer at its points, and
+    the same points."""
+    return (_kind(p) in ("row", "elementwise", "reduce") and _final_store(p) is not None and bool(p.outer)
+            and [a.extent for a in p.outer] == [a.extent for a in c.outer])
+
+
 def _absorb(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
     """Append reduction kernel `c` to `p` when `c` reads `p`'s output on `p`'s rows (a sibling output computed
     while the row is in cache: softmax's sum next to its exponentials)."""
-    if _kind(c) not in ("reduce", "row") or _kind(p) not in ("row", "elementwise", "reduce"):
+    if _kind(c) not in ("reduce", "row") or not _takes_rows_of(p, c):
         return None
     store = _final_store(p)
-    if store is None or len(p.outer) != len(c.outer) or not p.outer:
-        return None
-    if [a.extent for a in p.outer] != [a.extent for a in c.outer]:
-        return None
     written_between = {b for k in between for b in k.writes()}
     if set(c.reads()) & written_between:
         return None
@@ -431,17 +434,22 @@ def _fuse_siblings(kernels: list[Kernel], buffers: dict[str, Buffer]) -> bool:
     readers = _readers(kernels)
     pos = {id(k): i for i, k in enumerate(kernels)}
     for i, p in enumerate(kernels):
-        for j in range(i + 1, min(len(kernels), i + 1 + SIBLING_REACH)):
-            merged = _extremum_pair(p, kernels[j], kernels[i + 1:j]) or _sibling_sums(p, kernels[j], kernels[i + 1:j])
-            if merged is not None:
-                kernels[i] = merged
-                del kernels[j]
-                return True
+        # (each pass starts over after one merge: the tests on `p` alone come first)
+        if _leading_sums(p) or _extremum(p):
+            for j in range(i + 1, min(len(kernels), i + 1 + SIBLING_REACH)):
+                merged = _extremum_pair(p, kernels[j], kernels[i + 1:j]) or \
+                    _sibling_sums(p, kernels[j], kernels[i + 1:j])
+                if merged is not None:
+                    kernels[i] = merged
+                    del kernels[j]
+                    return True
         writes = p.writes()
         if len(writes) != 1:
             continue
         for j in sorted(pos[id(c)] for c in readers.get(writes[0], ()) if pos[id(c)] > i):
             c = kernels[j]
+            if not _takes_rows_of(p, c):
+                continue
             between = kernels[i + 1:j]
             merged = _absorb(p, c, between)
             if merged is not None:
@@ -498,12 +506,22 @@ def _moves_up(p: Kernel, c: Kernel, between: list[Kernel]) -> bool:
 
 def _leading_sums(k: Kernel) -> int:
     """How many sums lead `k`'s stages when only assignments and stores at its point follow them, else 0."""
-    n = next((i for i, s in enumerate(k.stages) if not isinstance(s, Reduce)), len(k.stages))
-    if not all(isinstance(s, Reduce) and s.kind == "sum" and not s.index_local for s in k.stages[:n]):
-        return 0
-    if not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes for s in k.stages[n:]):
-        return 0
-    return n
+    def compute():
+        n = next((i for i, s in enumerate(k.stages) if not isinstance(s, Reduce)), len(k.stages))
+        if not all(isinstance(s, Reduce) and s.kind == "sum" and not s.index_local for s in k.stages[:n]):
+            return 0
+        if not all(isinstance(s, Assign) or isinstance(s, Store) and not s.axes for s in k.stages[n:]):
+            return 0
+        return n
+    return k._memo("leading_sums", compute)
+
+
+_PAIRED = {"max": "argmax", "min": "argmin", "argmax": "max", "argmin": "min"}
+
+
+def _extremum(k: Kernel) -> bool:
+    """Whether `k` starts with a max, min or their arg- forms (`_extremum_pair`)."""
+    return bool(k.stages) and isinstance(k.stages[0], Reduce) and k.stages[0].kind in _PAIRED
 
 
 def _sibling_sums(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None:
@@ -541,11 +559,10 @@ def _extremum_pair(p: Kernel, c: Kernel, between: list[Kernel]) -> Kernel | None
     """A max and an arg-max (or a min and an arg-min) of the same values at the same points, `c` after `p`
     (a max pool's values and offsets, `torch.max` along a dim), as one kernel: the arg-max's running value is
     the max. `c` moves up to `p`, past kernels that neither write what it reads nor touch what it writes."""
-    pair = {"max": "argmax", "min": "argmin", "argmax": "max", "argmin": "min"}
     if not (p.stages and c.stages and isinstance(p.stages[0], Reduce) and isinstance(c.stages[0], Reduce)):
         return None
     a, b = p.stages[0], c.stages[0]
-    if pair.get(a.kind) != b.kind or a.dtype != b.dtype or [x.extent for x in a.axes] != [x.extent for x in b.axes]:
+    if _PAIRED.get(a.kind) != b.kind or a.dtype != b.dtype or [x.extent for x in a.axes] != [x.extent for x in b.axes]:
         return None
     if [x.extent for x in p.outer] != [x.extent for x in c.outer] or not _moves_up(p, c, between):
         return None
