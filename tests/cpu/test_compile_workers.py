@@ -1,6 +1,6 @@
 """A fresh module's parallel loops compile side by side: its tasks (each running a few kernels' parts) are dealt
 out with its other functions to compile workers, which compile them into numba's cache; importing a module
-compiles none of its tasks."""
+compiles none of its tasks. No function is compiled with wrappers its callers do not use."""
 import json
 import os
 import subprocess
@@ -34,11 +34,15 @@ CHAIN = textwrap.dedent("""
     art = chain.compile("cpu", x, w, s, b, c, schedule={f"k{i}_contract": {"parallel": True} for i in range(5)})
     names = sorted(n for n, v in vars(art.module).items() if isinstance(v, tasks.Task))
     again = import_source("chain_again", art.module.__file__)
+    serial = chain.compile("cpu", x, w, s, b, c, schedule={f"k{i}_contract": {"parallel": False} for i in range(5)})
     print(json.dumps({
         "tasks": names,
         "parts": [getattr(art.module, n).parts for n in names],
         "hits": [getattr(art.module, n).cache_hits for n in names],
         "compiled_on_import": [getattr(again, n)._cfunc is not None for n in names],
+        "kernel_options": {k: v for k, v in serial.module.k0_contract.targetoptions.items() if k.startswith("no_")},
+        "part_options": {k: v for k, v in art.module.k0_contract_part0.targetoptions.items() if k.startswith("no_")},
+        "helper_options": {k: v for k, v in art.module._xb_maximum.targetoptions.items() if k.startswith("no_")},
         "out": art.run(x, w, s, b, c)[0].tolist(),
     }))
 """)
@@ -52,6 +56,10 @@ def test_a_fresh_modules_tasks_compile_in_workers_and_load_here(tmp_path):
     # the worker compiled one task into numba's cache and this process loaded it; this process compiled the other
     assert sorted(got["hits"]) == [0, 1]
     assert got["compiled_on_import"] == [False, False]
+    # Python calls a kernel (no C wrapper: 0.1-0.2 s of a cold compile each); only kernels and tasks call helpers
+    # and parts
+    assert got["kernel_options"] == {"no_cfunc_wrapper": True}
+    assert got["helper_options"] == got["part_options"] == {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
     rng = np.random.default_rng(0)
     x = rng.standard_normal((600, 64))
     w = (rng.standard_normal((64, 64)) / 8).astype(np.float32).astype(np.float64)

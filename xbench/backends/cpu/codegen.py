@@ -68,19 +68,19 @@ _MATH = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "sin": "math
          "fmax": "np.fmax", "fmin": "np.fmin", "isfinite": "np.isfinite", "erfinv": "_xb_erfinv"}
 
 RUNTIME = '''
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_maximum(a, b):
     return a if a > b or a != a else b
 
 
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_minimum(a, b):
     return a if a < b or a != a else b
 
 
 # under fast math LLVM computes 1/sqrt as an estimate that is NaN at +-0 and inf: those two are selected. One
 # function per type: numba gives a function returning Python floats on one path float64 on every path
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_rsqrt(x):
     s = math.sqrt(x)
     if s == 0.0:
@@ -88,7 +88,7 @@ def _xb_rsqrt(x):
     return 0.0 if s == math.inf else 1.0 / s
 
 
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_rsqrt_f32(x):
     s = math.sqrt(x)
     if s == 0.0:
@@ -98,7 +98,7 @@ def _xb_rsqrt_f32(x):
 
 # C's integer remainder (the sign of a), 0 for b == 0 as numpy: numba's np.fmod of integer scalars is wrong for
 # negative operands; b == -1 is answered first (INT_MIN % -1 traps)
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_ifmod(a, b):
     if b == 0 or b == -1:
         return a - a
@@ -108,21 +108,21 @@ def _xb_ifmod(a, b):
 
 # integer // and % as PyTorch: INT_MIN // -1 wraps to INT_MIN (numba's // gave 0), by 0 both are 0 (numpy's answer;
 # PyTorch raises)
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_ifloordiv(a, b):
     if b == 0:
         return a - a
     return -a if b == -1 else a // b
 
 
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_imod(a, b):
     return a - a if b == 0 or b == -1 else a % b
 
 
 # integers to negative powers as PyTorch: 1 for a base of 1, +-1 by parity for -1, else 0; to others by squaring,
 # wrapping (numba's `**` goes through math.pow past an exponent of 65536: 3 ** 1120445987 was INT64_MIN)
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_ipow(a, b):
     if b < 0:
         one = a - a + 1
@@ -137,30 +137,30 @@ def _xb_ipow(a, b):
 
 
 # shifts by a count outside [0, 64) (integers compute in 64 bits here) as PyTorch: 0, or -1 for negative a >> b
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_shl(a, b):
     return a << b if 0 <= b < 64 else a - a
 
 
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_shr(a, b):
     return a >> b if 0 <= b < 64 else (a - a - 1 if a < 0 else a - a)
 
 
 # float -> int as PyTorch on x86: truncation; a value the type cannot hold (NaN, inf, out of range) is INT64_MIN
 # for int64; narrower types go through int32 (INT32_MIN, whose low bits are 0 in int16 and int8)
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_f2i64(x):
     return np.int64(x) if -9.223372036854775808e18 <= x < 9.223372036854775808e18 else np.int64(-2**63)
 
 
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_f2i32(x):
     return np.int32(x) if -2147483648.0 <= x < 2147483648.0 else np.int32(-2**31)
 
 
 # sign as PyTorch: 0 for NaN (numba's np.sign of uint8 255 was 255)
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_sign(x, one):
     return one if x > 0 else (-one if x < 0 else one - one)
 '''
@@ -552,8 +552,7 @@ class ModuleWriter:
             setup, body = ([at.sub(r"\1[0]", line) for line in lines] for lines in (setup, body))
         return "\n".join([
             # only the task calls a part (its code is linked into the task's): no Python or C wrapper, 0.13 s
-            self.decorator(False)[:-1] + ", pipeline_class=_XB_NOALIAS, no_cpython_wrapper=True, "
-                                         "no_cfunc_wrapper=True)",
+            self.decorator(False)[:-1] + ", pipeline_class=_XB_NOALIAS, no_cpython_wrapper=True)",
             f"def {name}({', '.join(params)}, _lo, _hi):",
             *setup,
             *["    " + line.lstrip() for line in body if line.endswith(SCRATCH)],
@@ -637,7 +636,7 @@ class ModuleWriter:
 
     def decorator(self, parallel: bool) -> str:
         return (f'@numba.njit(parallel={parallel}, fastmath=FASTMATH, error_model="numpy", cache=True, '
-                f"nogil=True)")
+                f"nogil=True, no_cfunc_wrapper=True)")
 
     def pointwise(self, k: Kernel, sched: Schedule) -> str:
         src = Source()
@@ -1267,7 +1266,7 @@ def _writes_param(line: str, params: list[str]) -> bool:
 
 
 ERFINV = '''
-@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+@numba.njit(fastmath=FASTMATH, error_model="numpy", cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _xb_erfinv(y):
     """Inverse error function in float64: M. Giles' single-precision approximation ("Approximating the erfinv
     function", GPU Computing Gems, 2011), then Newton steps on erf(g) = |y| below 0.5 and on
