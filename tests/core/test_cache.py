@@ -95,7 +95,7 @@ def test_second_process_loads_machine_code_from_cache(tmp_path):
         t0 = time.perf_counter()
         art = xb.ops.softmax.compile("cpu", x)
         ms = (time.perf_counter() - t0) * 1e3
-        task = art.module._xb_task0                     # the module's parallel loops, run as tasks
+        task = art.module._xb_task                      # the module's parallel loops, run as tasks
         print(json.dumps({"file_existed": art.cache_hit, "numba_cache_hits": task.cache_hits, "ms": ms}))
     """)
     env = {**os.environ, "XBENCH_CACHE_DIR": str(tmp_path)}

@@ -1,6 +1,7 @@
-"""A fresh module's parallel loops compile side by side: its tasks (each running a few kernels' parts) are dealt
-out with its other functions to compile workers, which compile them into numba's cache; importing a module
-compiles none of its tasks. No function is compiled with wrappers its callers do not use."""
+"""A fresh module's parallel loops compile side by side: each kernel's part is a C function of its own, dealt out
+with the module's other functions to compile workers, which compile them into numba's cache; the module's task
+calls the parts by symbol, so their code is not compiled again inside it. Importing a module compiles none of
+them, and no function is compiled with wrappers its callers do not use."""
 import json
 import os
 import subprocess
@@ -9,13 +10,12 @@ import textwrap
 
 import numpy as np
 
-from xbench.backends.cpu import _shares, _task_names
+from xbench.backends.cpu import _lazy_names
 
 CHAIN = textwrap.dedent("""
-    import json, numpy as np, xbench as xb
-    from xbench.backends.cpu import codegen, tasks
+    import json, re, numpy as np, xbench as xb
+    from xbench.backends.cpu import tasks
     from xbench.cache import import_source
-    codegen.TASK_PARTS = 2                                  # a small module with more than one task
 
     @xb.tensor_op
     def chain(x: xb.Tensor["M", "K"], w: xb.Tensor["K", "K"], s: xb.Tensor["K"], b: xb.Tensor["K"],
@@ -32,34 +32,43 @@ CHAIN = textwrap.dedent("""
     b = rng.standard_normal(64).astype(np.float32)
     c = np.array(0.5, np.float32)
     art = chain.compile("cpu", x, w, s, b, c, schedule={f"k{i}_contract": {"parallel": True} for i in range(5)})
-    names = sorted(n for n, v in vars(art.module).items() if isinstance(v, tasks.Task))
-    again = import_source("chain_again", art.module.__file__)
+    m = art.module
+    parts = sorted(n for n, v in vars(m).items() if isinstance(v, tasks.Part))
+    again = import_source("chain_again", m.__file__)
     serial = chain.compile("cpu", x, w, s, b, c, schedule={f"k{i}_contract": {"parallel": False} for i in range(5)})
+    own = next(n for n in parts if getattr(m, n).cache_hits == 0)          # a part compiled in this process
     print(json.dumps({
-        "tasks": names,
-        "parts": [getattr(art.module, n).parts for n in names],
-        "hits": [getattr(art.module, n).cache_hits for n in names],
-        "compiled_on_import": [getattr(again, n)._cfunc is not None for n in names],
+        "parts": parts,
+        "part_hits": [getattr(m, n).cache_hits for n in parts],
+        "task_hits": m._xb_task.cache_hits,
+        "task_calls": sorted(p.__name__ for p in m._xb_task.parts),
+        "declared": sorted(re.findall(r"declare [^@]*@xbench_\\w+_(k\\d+_contract_part\\d*)\\(",
+                                      m._xb_task.compile().inspect_llvm())),
+        "noalias": re.search(r"define [^\\n]*" + own + r"[^\\n]*", getattr(m, own).compile().inspect_llvm()).group(0)
+                   .count("noalias"),
+        "compiled_on_import": [getattr(again, n)._cfunc is not None for n in [*parts, "_xb_task"]],
         "kernel_options": {k: v for k, v in serial.module.k0_contract.targetoptions.items() if k.startswith("no_")},
-        "part_options": {k: v for k, v in art.module.k0_contract_part0.targetoptions.items() if k.startswith("no_")},
-        "helper_options": {k: v for k, v in art.module._xb_maximum.targetoptions.items() if k.startswith("no_")},
+        "helper_options": {k: v for k, v in m._xb_maximum.targetoptions.items() if k.startswith("no_")},
         "out": art.run(x, w, s, b, c)[0].tolist(),
     }))
 """)
 
 
-def test_a_fresh_modules_tasks_compile_in_workers_and_load_here(tmp_path):
+def test_a_fresh_modules_parts_compile_in_workers_and_the_task_calls_them_by_symbol(tmp_path):
     env = {**os.environ, "XBENCH_CACHE_DIR": str(tmp_path), "XBENCH_COMPILE_WORKERS": "1"}
     out = subprocess.run([sys.executable, "-c", CHAIN], capture_output=True, text=True, env=env, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["tasks"] == ["_xb_task0", "_xb_task1"] and got["parts"] == [2, 2]
-    # the worker compiled one task into numba's cache and this process loaded it; this process compiled the other
-    assert sorted(got["hits"]) == [0, 1]
-    assert got["compiled_on_import"] == [False, False]
-    # Python calls a kernel (no C wrapper: 0.1-0.2 s of a cold compile each); only kernels and tasks call helpers
-    # and parts
+    parts = got["parts"]
+    assert len(parts) == 4 and got["task_calls"] == parts
+    # the worker compiled half the parts into numba's cache and this process loaded them; the task compiled here,
+    # last, declaring each part as an external function rather than compiling the part's code into its own
+    assert sorted(got["part_hits"]) == [0, 0, 1, 1] and got["task_hits"] == 0
+    assert got["declared"] == parts
+    assert got["noalias"] >= 3                      # the part's buffers, as a prange body's are
+    assert got["compiled_on_import"] == [False] * 5
+    # Python calls a kernel (no C wrapper: 0.1-0.2 s of a cold compile each); only kernels call helpers
     assert got["kernel_options"] == {"no_cfunc_wrapper": True}
-    assert got["helper_options"] == got["part_options"] == {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+    assert got["helper_options"] == {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
     rng = np.random.default_rng(0)
     x = rng.standard_normal((600, 64))
     w = (rng.standard_normal((64, 64)) / 8).astype(np.float32).astype(np.float64)
@@ -70,9 +79,8 @@ def test_a_fresh_modules_tasks_compile_in_workers_and_load_here(tmp_path):
     np.testing.assert_allclose(np.array(got["out"]), y, rtol=1e-4, atol=1e-4)
 
 
-def test_jobs_are_dealt_heaviest_first_to_the_least_loaded_share():
-    jobs = [("_xb_task0", None), ("_xb_task1", None), ("k1", []), ("k2", []), ("k3", [])]
-    shares = _shares(jobs, [9, 3, 1, 1, 1], 2)
-    assert shares == [[("_xb_task0", None)], [("_xb_task1", None), ("k1", []), ("k2", []), ("k3", [])]]
-    assert _task_names("def _xb_task0(_a):\n    pass\ndef k0(a):\n    pass\ndef _xb_task1(_a):\n") == \
-        ["_xb_task0", "_xb_task1"]
+def test_the_functions_that_compile_on_first_use_are_found_in_the_source():
+    source = ('@_XB_PART(fastmath=FASTMATH, error_model="numpy")\ndef k0_part0(_p_a, _lo, _hi):\n    pass\n'
+              '@numba.njit\ndef k1(a):\n    pass\n@_XB_PART()\ndef k2_part(_p_a, _lo, _hi):\n    pass\n'
+              '@_XB_TASK\ndef _xb_task(_args, _dims, _steps, _data):\n    pass\n')
+    assert _lazy_names(source) == (["k0_part0", "k2_part"], ["_xb_task"])

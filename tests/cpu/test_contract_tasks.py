@@ -29,11 +29,11 @@ def test_packing_gemm_and_epilogue_run_as_tasks_with_the_serial_result():
     assert "numba.prange(" not in par.source and "parallel=True" not in par.source
     assert "numba.prange(" not in ser.source and "_xb_parallel_for(" not in ser.source
     launcher = par.kernels[0].source
-    assert launcher.index("_xb_parallel_for(_xb_task0, 0,") < launcher.index("_xb_dot(") \
-        < launcher.index("_xb_parallel_for(_xb_task0, 1,")
+    assert launcher.index("_xb_parallel_for(_xb_task, 0,") < launcher.index("_xb_dot(") \
+        < launcher.index("_xb_parallel_for(_xb_task, 1,")
     # each launch passes the buffers its part uses (and the 0-d one every part reads), not the kernel's all
-    assert "_xb_parallel_for(_xb_task0, 0, 1500, x, s, c, _A)" in launcher
-    assert "_xb_parallel_for(_xb_task0, 1, 1500, b, c, out, _C)" in launcher
+    assert "_xb_parallel_for(_xb_task, 0, 1500, x, s, c, _A)" in launcher
+    assert "_xb_parallel_for(_xb_task, 1, 1500, b, c, out, _C)" in launcher
     got = par.run(*args)[0]
     want = np.maximum((x.astype(np.float64) * s) @ w + b, 0) * 0.5
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -331,8 +331,9 @@ class CpuBackend:
         """Write the module for `program` and return a picklable job: `warm(job)`, run in another process,
         compiles it into numba's on-disk cache so the later `compile` here only loads machine code."""
         source, key, path, _ = self._write(program, schedules)
-        sigs = [*((name, None) for name in _task_names(source)),
-                *((k.name, _signature_spec(program, k)) for k in program.kernels)]
+        parts, tasks = _lazy_names(source)
+        sigs = [*((name, None) for name in parts), *((k.name, _signature_spec(program, k)) for k in program.kernels),
+                *((name, None) for name in tasks)]
         return str(path), key, sigs
 
     def compile(self, program: Program, schedules: dict[str, Schedule] | None = None, **options) -> CpuArtifact:
@@ -396,8 +397,8 @@ def _runs_as_tasks(module, name: str) -> bool:
 
 def _compile_kernel(module, name: str, spec: list[tuple[str, int]] | None) -> None:
     """Compile kernel `name` of `module` for C-contiguous buffers, at the LLVM optimisation level its schedule
-    chose (the module's `OPT`), or, with no `spec`, the module's task `name` (`tasks.Task`). A kernel run as
-    tasks is compiled with its task, but for its serial set-up (`<kernel>_head`)."""
+    chose (the module's `OPT`), or, with no `spec`, the module's part or task `name` (`tasks.Part`, `tasks.Task`).
+    A kernel run as tasks is its parts, but for its serial set-up (`<kernel>_head`)."""
     import numba
     from numba.core import config
     from numba.core.compiler_lock import global_compiler_lock
@@ -439,27 +440,17 @@ def compile_workers(n_functions: int) -> int:
     return max(0, min(free_cores() - 1, n_functions // KERNELS_PER_WORKER))
 
 
-def _task_names(source: str) -> list[str]:
-    """The C-callable tasks a generated module defines (`tasks.Task`), in order."""
-    return re.findall(r"^def (_xb_task\d+)\(", source, flags=re.M)
-
-
-def _shares(jobs: list[tuple[str, list | None]], weights: list[int], n: int) -> list[list]:
-    """`jobs` dealt into `n` shares of about equal weight, heaviest first (the first share is this process's)."""
-    shares: list[list] = [[] for _ in range(n)]
-    load = [0] * n
-    for job, weight in sorted(zip(jobs, weights), key=lambda jw: -jw[1]):
-        i = load.index(min(load))
-        shares[i].append(job)
-        load[i] += weight
-    return shares
+def _lazy_names(source: str) -> tuple[list[str], list[str]]:
+    """The parts and the tasks a generated module defines (`tasks.Part`, `tasks.Task`), which compile on first use."""
+    found = re.findall(r"^@_XB_(PART|TASK)\b.*\ndef (\w+)\(", source, flags=re.M)
+    return [name for kind, name in found if kind == "PART"], [name for kind, name in found if kind == "TASK"]
 
 
 def _compile_all(module, program: Program, fresh: bool = False, path: Path | None = None, key: str = "") -> float:
     """Compile (or load from numba's cache) every kernel for C-contiguous arrays of its buffers, and the module's
-    tasks. A fresh module's distinct functions and its tasks (weighed by the parts each runs) are shared out
-    among worker processes (`compile_workers`) that compile them into numba's cache while this process compiles
-    its own share; then everything loads here."""
+    parts and task. A fresh module's distinct functions and parts are shared out among worker processes
+    (`compile_workers`) that compile them into numba's cache while this process compiles its own share; then
+    everything loads here, the task last (it calls the parts)."""
     t0 = time.perf_counter()
     sigs = [(k.name, _signature_spec(program, k)) for k in program.kernels]
     distinct = {}
@@ -467,18 +458,17 @@ def _compile_all(module, program: Program, fresh: bool = False, path: Path | Non
         fn = getattr(module, name)
         if not _runs_as_tasks(module, name) and id(fn) not in distinct:
             distinct[id(fn)] = (name, spec)
-    tasks = _task_names(Path(module.__file__).read_text()) if module.__file__ else []
-    jobs = [*((name, None) for name in tasks), *distinct.values()]
-    weights = [*(getattr(module, name).parts + 1 for name in tasks), *[1] * len(distinct)]
-    workers = compile_workers(sum(weights)) if fresh and path is not None else 0
+    parts, tasks = _lazy_names(Path(module.__file__).read_text())
+    jobs = [*((name, None) for name in parts), *distinct.values()]
+    workers = compile_workers(len(jobs)) if fresh and path is not None else 0
     if workers:
-        shares = _shares(jobs, weights, workers + 1)
+        shares = [jobs[i::workers + 1] for i in range(workers + 1)]
         with cf.ThreadPoolExecutor(workers) as pool:
             running = [pool.submit(_compile_elsewhere, (str(path), key, share)) for share in shares[1:] if share]
             _compile_kernels(module, program, shares[0])
             for r in running:
                 r.result()
-    _compile_kernels(module, program, [*((name, None) for name in tasks), *sigs])
+    _compile_kernels(module, program, [*sigs, *((name, None) for name in tasks)])
     return (time.perf_counter() - t0) * 1e3
 
 
@@ -522,8 +512,8 @@ def _function_source(functions: dict[str, str], name: str) -> str:
     while part := functions.get(f"{name}_part{len(parts) - 1}"):
         parts.append(part)
     parts.append(functions.get(name, ""))
-    for task in dict.fromkeys(re.findall(r"_xb_parallel_for\((_xb_task\d+),", parts[-1])):
-        parts.append(functions.get(task, ""))
+    if any(parts[:-1]):
+        parts.append(functions.get("_xb_task", ""))
     return "\n\n\n".join(p for p in parts if p)
 
 

@@ -44,9 +44,6 @@ except ImportError:  # pragma: no cover
 FASTMATH = '{"reassoc"}'
 COLUMN_CHUNK = 256                 # outputs per part of a column sum (their accumulators stay in L1)
 ROW_SUMS_MAX = 4096                # outputs along the row of a row of sums (`row_sums`: accumulators in L1)
-# parts per C-callable task: each task costs numba about 0.15 s to compile besides its parts, and the module's
-# tasks compile side by side in the compile workers (one task holding every part compiled it in one process)
-TASK_PARTS = 8
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -173,7 +170,7 @@ class ModuleWriter:
         self.threads = threads
         self._split = False           # the kernel being written splits its scatter-adds across threads
         self.helpers: set[str] = set()
-        self.task_calls: list[str] = []         # the parts the module's tasks run, in order (`launch`)
+        self.task_calls: list[str] = []         # the parts the module's task runs, by index
         self.row_names = {n for k in program.kernels for n in k.row_buffers}
         self.emitter = Emitter(self._spell, compute=compute_dtype, load=self._load, cast=self._cast,
                                wrapping=self._wrapping, select=self._select, in_bounds=self._in_bounds)
@@ -323,8 +320,8 @@ class ModuleWriter:
         src("from xbench.backends.cpu.runtime import empty as _xb_empty")
         src("from xbench.backends.cpu.tasks import new_array as _xb_new, new_zeros as _xb_new_zeros")
         if "tasks" in self.helpers:
-            src("from xbench.backends.cpu.tasks import Task as _XB_TASK, NoAliasCompiler as _XB_NOALIAS, "
-                "address as _xb_address, array_of as _xb_array_of, chunk_bounds as _xb_chunk_bounds, "
+            src("from xbench.backends.cpu.tasks import Task as _XB_TASK, part as _XB_PART, address as _xb_address, "
+                "array_at as _xb_array_at, chunk_bounds as _xb_chunk_bounds, object_data as _xb_object_data, "
                 "parallel_for as _xb_parallel_for")
         if "orderkey" in self.helpers:
             src("from xbench.backends.cpu.mathlib import (from_order_key as _xb_from_order_key, "
@@ -381,7 +378,7 @@ class ModuleWriter:
         if self.task_calls:
             src()
             src()
-            src.lines.extend(self.tasks_source().splitlines())
+            src.lines.extend(self.task().splitlines())
         src()
         src()
         src.lines.extend(self.host().splitlines())
@@ -498,7 +495,7 @@ class ModuleWriter:
 
     def tasks(self, k: Kernel, text: str) -> str:
         """A kernel whose body is serial set-up and then one `prange` loop, as `<name>_part(buffers, _lo, _hi)`
-        (the set-up, then the loop over a range), called per chunk by one of the module's C-callable tasks that
+        (the set-up, then the loop over a range), called per chunk by the module's C-callable `_xb_task` that
         numba's threading layer runs, and `<name>`, which launches it (see `tasks`). A set-up that writes a buffer
         (a scatter's target zeroed before the adds) runs once, as `<name>_head(buffers)`, before the launch,
         when the loop reads nothing it assigns. A body of several loops goes to `segments`; kernels of any
@@ -530,30 +527,30 @@ class ModuleWriter:
             *([self.decorator(False), f"def {k.name}_head({', '.join(params)}):", *once, "", ""] if once else []),
             f"def {k.name}({', '.join(params)}):",
             *([f"    {k.name}_head({', '.join(params)})"] if once else []),
-            f"    _xb_parallel_for({self.launch(len(self.task_calls) - 1)}, {n}, {', '.join(used)})",
+            f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {n}, {', '.join(used)})",
         ])
 
     def part(self, name: str, params: list[str], shapes: list[tuple], var: str, body: list[str],
              setup: list[str] = ()) -> tuple[str, list[str]]:
-        """`name(buffers, _lo, _hi)`: `setup`, then a parallel loop's `body` over [_lo, _hi) of `var`, its
-        per-thread scratch (allocated per iteration under prange) allocated once, nested parallel loops serial;
-        the module's task calls it with views of `shapes` ((shape, numpy dtype name) per parameter). Its
-        buffers are the parameters the part uses, which the launch passes (a packing loop needs 2 of a
-        contraction's 15), each as its object's address (`tasks.array_of`); returns the text and those."""
+        """`name(buffers' data pointers, _lo, _hi)`, a C function (`tasks.Part`): its buffers viewed at `shapes`
+        ((shape, numpy dtype name) per parameter), `setup`, then a parallel loop's `body` over [_lo, _hi) of
+        `var`, its per-thread scratch (allocated per iteration under prange) allocated once, nested parallel
+        loops serial. Its buffers are the parameters the part uses, which the launch passes (a packing loop
+        needs 2 of a contraction's 15), each as its object's address: the module's task reads each data pointer
+        from its object (`tasks.object_data`) and calls the part. Returns the text and those buffers."""
         used = set(re.findall(r"\b\w+\b", "\n".join([*setup, *body])))
         keep = [(p, sh) for p, sh in zip(params, shapes) if p in used]
         params, shapes = [p for p, _ in keep], [sh for _, sh in keep]
-        views = ", ".join(f"_xb_array_of(_args[{i + 1}], {shape or (1,)!r}, np.{dtype})"
-                          for i, (shape, dtype) in enumerate(shapes))
-        self.task_calls.append(f"{name}({views}, _lo, _hi)")
+        pointers = ", ".join(f"_xb_object_data(_args[{i + 1}])" for i in range(len(params)))
+        self.task_calls.append(f"{name}({pointers}, _lo, _hi)")
         scalars = [p for p, (shape, _) in zip(params, shapes) if not shape]
         if scalars:             # a 0-d buffer is viewed as one element
             at = re.compile(rf"\b({'|'.join(scalars)})\[\(\)\]")
             setup, body = ([at.sub(r"\1[0]", line) for line in lines] for lines in (setup, body))
         return "\n".join([
-            # only the task calls a part (its code is linked into the task's): no Python or C wrapper, 0.13 s
-            self.decorator(False)[:-1] + ", pipeline_class=_XB_NOALIAS, no_cpython_wrapper=True)",
-            f"def {name}({', '.join(params)}, _lo, _hi):",
+            '@_XB_PART(fastmath=FASTMATH, error_model="numpy")',
+            f"def {name}({', '.join(f'_p_{p}' for p in params)}, _lo, _hi):",
+            *(f"    {p} = _xb_array_at(_p_{p}, {shape or (1,)!r}, np.{dtype})" for p, (shape, dtype) in zip(params, shapes)),
             *setup,
             *["    " + line.lstrip() for line in body if line.endswith(SCRATCH)],
             f"    for {var} in range(_lo, _hi):",
@@ -595,7 +592,7 @@ class ModuleWriter:
                 text, used = self.part(f"{k.name}_part{len(loops)}", params + scratch, shapes,
                                        loop.group(1), body[i + 1:end], scalars)
                 loops.append(text)
-                steps.append(f"    _xb_parallel_for({self.launch(len(self.task_calls) - 1)}, {loop.group(2)}, "
+                steps.append(f"    _xb_parallel_for(_xb_task, {len(self.task_calls) - 1}, {loop.group(2)}, "
                              f"{', '.join(used)})")
                 i = end
                 continue
@@ -610,28 +607,17 @@ class ModuleWriter:
         self.helpers.add("tasks")
         return "\n".join([*loops, f"def {k.name}({', '.join(params)}):", *steps])
 
-    @staticmethod
-    def launch(i: int) -> str:
-        """The task and data value that run part `i` of the module: `_xb_task<g>, <index in g>`."""
-        return f"_xb_task{i // TASK_PARTS}, {i % TASK_PARTS}"
-
-    def tasks_source(self) -> str:
-        """The module's C-callable tasks, each running up to TASK_PARTS parts: `_data` says which part runs on
-        the chunk. A task is compiled on first use, or by the backend beside the module's other functions, one
-        task per compile worker (`tasks.Task`)."""
+    def task(self) -> str:
+        """The module's C-callable task: `_data` says which part runs on the chunk (`tasks.Task`)."""
         src = Source()
-        for g in range(0, len(self.task_calls), TASK_PARTS):
-            if g:
-                src()
-                src()
-            src("@_XB_TASK")
-            src(f"def _xb_task{g // TASK_PARTS}(_args, _dims, _steps, _data):")
-            with src.indent():
-                src("_lo, _hi = _xb_chunk_bounds(_args[0], _dims[0])")
-                src("_k = _xb_address(_data)")
-                for i, call in enumerate(self.task_calls[g:g + TASK_PARTS]):
-                    src(f"{'if' if i == 0 else 'elif'} _k == {i}:")
-                    src(f"    {call}")
+        src("@_XB_TASK")
+        src("def _xb_task(_args, _dims, _steps, _data):")
+        with src.indent():
+            src("_lo, _hi = _xb_chunk_bounds(_args[0], _dims[0])")
+            src("_k = _xb_address(_data)")
+            for i, call in enumerate(self.task_calls):
+                src(f"{'if' if i == 0 else 'elif'} _k == {i}:")
+                src(f"    {call}")
         return src.text()
 
     def decorator(self, parallel: bool) -> str:

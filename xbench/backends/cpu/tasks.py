@@ -1,9 +1,10 @@
 """Parallel loops run on numba's threading layer without numba's parallel compiler.
 
-A kernel whose body is one parallel loop is compiled serially over a range of it, `part(*buffers, lo, hi)`
-(a kernel of several loops in sequence, a contraction's packing and epilogue around its GEMM, as one part per
-loop, launched in turn), plus a C-callable `task(args, dims, steps, data)` with the signature of numba's gufunc
-kernels, which views the buffers and calls the part. The part's buffers are marked `noalias`
+A kernel whose body is one parallel loop is compiled serially over a range of it, as a C function
+`part(*data pointers, lo, hi)` (`Part`; a kernel of several loops in sequence, a contraction's packing and
+epilogue around its GEMM, as one part per loop, launched in turn), plus a C-callable `task(args, dims, steps,
+data)` with the signature of numba's gufunc kernels, which reads the buffers' data pointers and calls the part.
+The part's pointers are marked `noalias`
 (`NoAliasCompiler`), as numba marks a `prange` body whose arrays it proved distinct: a kernel's buffers are
 distinct allocations, or inputs it only reads, so LLVM may keep loads in registers across stores and vectorise
 without overlap checks. `parallel_for` hands the task to numba's threading layer: the same threads and the same
@@ -13,9 +14,9 @@ function and run numba's parallel analysis passes over the body, twice the seria
 As for numba's own parallel loops, the first argument is a schedule, one [start, end) row per thread, and the
 threading layer calls `task(args, dims, ...)` with `args[0]` at the first of its `dims[0]` rows (the OpenMP
 layer hands out single rows, the workqueue layer runs of them); the buffers' pointers follow with step 0.
-A generated module's tasks each run several kernels' parts (a C-callable function costs numba about 0.15 s to
-compile): the `data` pointer carries the index of the part to run. A task compiles on first use (`Task`), so
-that the backend can compile a fresh module's tasks side by side in its compile workers.
+A generated module has one task for all its parts (a C-callable function costs numba about 0.15 s to compile):
+the `data` pointer carries the index of the part to run. Parts and the task compile on first use, so that the
+backend can compile a fresh module's parts side by side in its compile workers, and the task, last, after them.
 """
 from __future__ import annotations
 
@@ -23,23 +24,65 @@ import copy
 import ctypes
 import functools
 import os
-import re
 import time
 
 import numpy as np
 from llvmlite import ir
 from numba import get_num_threads, set_num_threads
 from numba.core import cgutils, compiler, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, typeof_impl
 from numba.np.arrayobj import _empty_nd_impl
 
 SIGNATURE = types.void(types.CPointer(types.voidptr), types.CPointer(types.intp), types.CPointer(types.intp),
                        types.voidptr)
 
 
+class Part:
+    """A kernel's parallel loop over rows [lo, hi), compiled on first use (or loaded from numba's cache) as a C
+    function of its buffers' data pointers, marked `noalias` (`NoAliasCompiler`), and the range. Its address is
+    added to the JIT's symbols, and the module's task calls it by that name (numba code sees a part as that
+    external function): numba links the code of every numba function a function calls into the caller and
+    optimises and compiles it again there, which for a task holding every loop of a module was a third of the
+    loops' compile time, in one process. Parts compile side by side in compile workers; the task, last, only
+    calls them."""
+
+    def __init__(self, fn, **options):
+        self.fn, self.options = fn, options
+        functools.update_wrapper(self, fn)
+        self.sig = types.void(*[types.voidptr] * (fn.__code__.co_argcount - 2), types.int64, types.int64)
+        # the module's file name carries its content's hash: one symbol per module and part, the same in every process
+        module = os.path.splitext(os.path.basename(fn.__code__.co_filename))[0]
+        self.external = types.ExternalFunction(f"xbench_{module}_{fn.__name__}", self.sig)
+        self._cfunc = None
+
+    def compile(self):
+        """The compiled C function (numba's `CFunc`), its address registered under its symbol."""
+        if self._cfunc is None:
+            import llvmlite.binding as ll
+            from numba import cfunc
+            self._cfunc = cfunc(self.sig, cache=True, pipeline_class=NoAliasCompiler, **self.options)(self.fn)
+            ll.add_symbol(self.external.symbol, self._cfunc.address)
+        return self._cfunc
+
+    @property
+    def cache_hits(self) -> int:
+        return self.compile().cache_hits
+
+
+def part(**options):
+    """The decorator of a generated kernel's part (`Part`), with numba's options (`fastmath`, `error_model`)."""
+    return lambda fn: Part(fn, **options)
+
+
+@typeof_impl.register(Part)
+def _typeof_part(value, c):
+    return value.external
+
+
 class Task:
-    """A module's C-callable task (`SIGNATURE`), compiled, or loaded from numba's cache, on first use: importing a
-    module compiles none of its tasks, and a compile worker compiles only those it was given."""
+    """A module's C-callable task (`SIGNATURE`), which calls the part its `data` pointer names; compiled, or
+    loaded from numba's cache, on first use, after the parts it calls (`Part`): importing a module compiles
+    nothing."""
 
     def __init__(self, fn):
         self.fn = fn
@@ -50,13 +93,16 @@ class Task:
         """The compiled C function (numba's `CFunc`)."""
         if self._cfunc is None:
             from numba import cfunc
+            for p in self.parts:
+                p.compile()
             self._cfunc = cfunc(SIGNATURE, cache=True)(self.fn)
         return self._cfunc
 
     @property
-    def parts(self) -> int:
-        """How many kernels' parts the task runs (the functions it calls named `<kernel>_part[<i>]`)."""
-        return sum(1 for name in self.fn.__code__.co_names if re.search(r"_part\d*$", name))
+    def parts(self) -> list[Part]:
+        """The parts the task calls."""
+        found = (self.fn.__globals__.get(name) for name in self.fn.__code__.co_names)
+        return [p for p in found if isinstance(p, Part)]
 
     @property
     def address(self) -> int:
@@ -177,15 +223,25 @@ if ctypes.c_void_p.from_address(id(_probe) + DATA_AT).value != _probe.ctypes.dat
 del _probe
 
 
+def _object_data(builder, p):
+    """The data pointer of the ndarray object at `p`."""
+    i8p = ir.IntType(8).as_pointer()
+    return builder.load(builder.bitcast(builder.gep(p, [ir.Constant(ir.IntType(64), DATA_AT)]), i8p.as_pointer()))
+
+
+@intrinsic
+def object_data(typingctx, obj):
+    """The data pointer of the ndarray object at `obj` (its `id`), read where numpy's C API reads it."""
+    if obj != types.voidptr:
+        return None
+    return types.voidptr(obj), lambda context, builder, signature, args: _object_data(builder, args[0])
+
+
 @intrinsic
 def array_of(typingctx, obj, shape, dtype):
     """`array_at` the data of the ndarray object at `obj` (its `id`): the pointer is read from the object here,
     in the task, as Python reads `id(a)` in 30 ns and `a.__array_interface__` in 1 us."""
-    def data(builder, p):
-        i8p = ir.IntType(8).as_pointer()
-        return builder.load(builder.bitcast(builder.gep(p, [ir.Constant(ir.IntType(64), DATA_AT)]), i8p.as_pointer()))
-
-    return _contiguous(typingctx, shape, dtype, data) if obj == types.voidptr else None
+    return _contiguous(typingctx, shape, dtype, _object_data) if obj == types.voidptr else None
 
 
 @intrinsic
